@@ -1,0 +1,1 @@
+//! Cairn against peer stores (issue 5).

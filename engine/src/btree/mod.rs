@@ -1,0 +1,20 @@
+//! The copy-on-write B+tree: nodes, cursors, and the insert and remove algorithms.
+//!
+//! Committed pages are read in place through [`Pages`]; a write transaction copies each
+//! page it changes into an owned [`Node`] under a newly allocated page id, and the commit
+//! encodes those nodes (see `commit.rs`).
+
+mod cursor;
+mod insert;
+mod node;
+mod pages;
+mod remove;
+mod writer;
+
+pub(crate) use cursor::RangeIter;
+pub(crate) use node::{BranchNode, BranchView, LeafNode, LeafView, Node, NodeView, Value};
+pub(crate) use pages::{Dirty, Pages};
+pub(crate) use writer::TreeWriter;
+
+/// The deepest tree the engine will descend: deeper means a cycle or damage.
+pub(crate) const MAX_DEPTH: usize = 48;

@@ -1,0 +1,205 @@
+//! Tree nodes: owned ones being changed by a write transaction, and read-only views that
+//! cover both those and committed pages.
+
+use crate::error::Result;
+use crate::format::{
+    BRANCH_HEADER, BranchPage, ChildRef, LEAF_HEADER, LeafPage, OverflowRef, ValueRef,
+    branch_entry_size, leaf_entry_size,
+};
+
+/// A value held by an owned leaf.
+#[derive(Debug, Clone)]
+pub(crate) enum Value {
+    Inline(Box<[u8]>),
+    Overflow(OverflowRef),
+}
+
+impl Value {
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Inline(v) => ValueRef::Inline(v),
+            Value::Overflow(o) => ValueRef::Overflow(*o),
+        }
+    }
+}
+
+/// A leaf being changed: entries in key order, and the bytes they would take in a page.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LeafNode {
+    pub entries: Vec<(Box<[u8]>, Value)>,
+    pub size: usize,
+}
+
+/// A branch being changed: the leftmost child, then (separator, right child) pairs.
+#[derive(Debug, Clone)]
+pub(crate) struct BranchNode {
+    pub first: ChildRef,
+    pub entries: Vec<(Box<[u8]>, ChildRef)>,
+    pub size: usize,
+}
+
+/// A tree node owned by a write transaction.
+#[derive(Debug, Clone)]
+pub(crate) enum Node {
+    Leaf(LeafNode),
+    Branch(BranchNode),
+}
+
+impl LeafNode {
+    pub fn new() -> LeafNode {
+        LeafNode {
+            entries: Vec::new(),
+            size: LEAF_HEADER,
+        }
+    }
+
+    pub fn from_page(page: &LeafPage<'_>) -> Result<LeafNode> {
+        let mut node = LeafNode::new();
+        node.entries.reserve(page.len());
+        for i in 0..page.len() {
+            let (k, v) = page.entry(i)?;
+            let value = match v {
+                ValueRef::Inline(b) => Value::Inline(b.into()),
+                ValueRef::Overflow(o) => Value::Overflow(o),
+            };
+            node.push(k.into(), value);
+        }
+        Ok(node)
+    }
+
+    pub fn push(&mut self, key: Box<[u8]>, value: Value) {
+        self.size += leaf_entry_size(key.len(), &value.as_ref());
+        self.entries.push((key, value));
+    }
+
+    pub fn search(&self, key: &[u8]) -> std::result::Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| (**k).cmp(key))
+    }
+}
+
+impl BranchNode {
+    pub fn new(first: ChildRef) -> BranchNode {
+        BranchNode {
+            first,
+            entries: Vec::new(),
+            size: BRANCH_HEADER,
+        }
+    }
+
+    pub fn from_page(page: &BranchPage<'_>) -> Result<BranchNode> {
+        let mut node = BranchNode::new(page.child(0)?);
+        node.entries.reserve(page.keys());
+        for i in 0..page.keys() {
+            node.push(page.key(i)?.into(), page.child(i + 1)?);
+        }
+        Ok(node)
+    }
+
+    pub fn push(&mut self, key: Box<[u8]>, child: ChildRef) {
+        self.size += branch_entry_size(key.len());
+        self.entries.push((key, child));
+    }
+
+    /// The number of children.
+    pub fn children(&self) -> usize {
+        self.entries.len() + 1
+    }
+
+    pub fn child(&self, i: usize) -> ChildRef {
+        if i == 0 {
+            self.first
+        } else {
+            self.entries[i - 1].1
+        }
+    }
+
+    pub fn child_mut(&mut self, i: usize) -> &mut ChildRef {
+        if i == 0 {
+            &mut self.first
+        } else {
+            &mut self.entries[i - 1].1
+        }
+    }
+
+    pub fn find_child(&self, key: &[u8]) -> usize {
+        self.entries.partition_point(|(k, _)| **k <= *key)
+    }
+}
+
+/// A leaf to read: a committed page or an owned node.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LeafView<'a> {
+    Page(LeafPage<'a>),
+    Owned(&'a LeafNode),
+}
+
+/// A branch to read: a committed page or an owned node.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BranchView<'a> {
+    Page(BranchPage<'a>),
+    Owned(&'a BranchNode),
+}
+
+/// A node to read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NodeView<'a> {
+    Leaf(LeafView<'a>),
+    Branch(BranchView<'a>),
+}
+
+impl<'a> LeafView<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            LeafView::Page(p) => p.len(),
+            LeafView::Owned(n) => n.entries.len(),
+        }
+    }
+
+    pub fn entry(&self, i: usize) -> Result<(&'a [u8], ValueRef<'a>)> {
+        match self {
+            LeafView::Page(p) => p.entry(i),
+            LeafView::Owned(n) => {
+                let (k, v) = &n.entries[i];
+                Ok((k, v.as_ref()))
+            }
+        }
+    }
+
+    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
+        match self {
+            LeafView::Page(p) => p.key(i),
+            LeafView::Owned(n) => Ok(&n.entries[i].0),
+        }
+    }
+
+    pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        match self {
+            LeafView::Page(p) => p.search(key),
+            LeafView::Owned(n) => Ok(n.search(key)),
+        }
+    }
+}
+
+impl BranchView<'_> {
+    /// The number of children.
+    pub fn children(&self) -> usize {
+        match self {
+            BranchView::Page(p) => p.keys() + 1,
+            BranchView::Owned(n) => n.children(),
+        }
+    }
+
+    pub fn child(&self, i: usize) -> Result<ChildRef> {
+        match self {
+            BranchView::Page(p) => p.child(i),
+            BranchView::Owned(n) => Ok(n.child(i)),
+        }
+    }
+
+    pub fn find_child(&self, key: &[u8]) -> Result<usize> {
+        match self {
+            BranchView::Page(p) => p.find_child(key),
+            BranchView::Owned(n) => Ok(n.find_child(key)),
+        }
+    }
+}

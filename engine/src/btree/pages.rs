@@ -1,0 +1,72 @@
+//! Where a tree's nodes come from: the committed snapshot, overlaid by the nodes a write
+//! transaction owns.
+
+use std::collections::HashMap;
+
+use super::{BranchView, LeafView, Node, NodeView};
+use crate::error::Result;
+use crate::format::{ChildRef, OVERFLOW_HEADER, OverflowRef};
+use crate::pager::{Snapshot, TreePage};
+
+/// What a write transaction has changed and not yet committed.
+#[derive(Debug, Default)]
+pub(crate) struct Dirty {
+    /// Tree nodes by their new page id.
+    pub nodes: HashMap<u64, Node>,
+    /// New overflow runs by first page id: the run's bytes, header included.
+    pub overflow: HashMap<u64, Box<[u8]>>,
+}
+
+/// A source of nodes: a snapshot, and for a write transaction its owned nodes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pages<'a> {
+    pub snapshot: &'a Snapshot,
+    pub dirty: Option<&'a Dirty>,
+}
+
+impl<'a> Pages<'a> {
+    pub fn node(&self, r: ChildRef) -> Result<NodeView<'a>> {
+        if let Some(node) = self.dirty.and_then(|d| d.nodes.get(&r.page)) {
+            return Ok(match node {
+                Node::Leaf(l) => NodeView::Leaf(LeafView::Owned(l)),
+                Node::Branch(b) => NodeView::Branch(BranchView::Owned(b)),
+            });
+        }
+        Ok(match self.snapshot.tree_page(r)? {
+            TreePage::Leaf(l) => NodeView::Leaf(LeafView::Page(l)),
+            TreePage::Branch(b) => NodeView::Branch(BranchView::Page(b)),
+        })
+    }
+
+    pub fn overflow(&self, o: OverflowRef) -> Result<&'a [u8]> {
+        if let Some(run) = self.dirty.and_then(|d| d.overflow.get(&o.page)) {
+            return Ok(&run[OVERFLOW_HEADER..]);
+        }
+        self.snapshot.overflow(o)
+    }
+}
+
+impl<'a> Pages<'a> {
+    /// The value stored under `key` in the tree under `root`.
+    pub fn get(&self, root: Option<ChildRef>, key: &[u8]) -> Result<Option<&'a [u8]>> {
+        let Some(mut r) = root else { return Ok(None) };
+        for _ in 0..=super::MAX_DEPTH {
+            match self.node(r)? {
+                NodeView::Branch(b) => r = b.child(b.find_child(key)?)?,
+                NodeView::Leaf(l) => {
+                    let Ok(i) = l.search(key)? else {
+                        return Ok(None);
+                    };
+                    return Ok(Some(match l.entry(i)?.1 {
+                        crate::format::ValueRef::Inline(v) => v,
+                        crate::format::ValueRef::Overflow(o) => self.overflow(o)?,
+                    }));
+                }
+            }
+        }
+        Err(crate::error::Error::corrupt(
+            r.page,
+            "tree too deep (a cycle?)",
+        ))
+    }
+}

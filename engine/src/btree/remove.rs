@@ -1,0 +1,141 @@
+//! Removing from a tree: copy the path down, remove in the leaf, then merge a node that
+//! fell under a quarter of a page into a sibling when the two fit in one page, and
+//! shorten the tree when its root is left with one child.
+
+use super::{MAX_DEPTH, Node, TreeWriter, Value};
+use crate::error::{Error, Result};
+use crate::format::{BRANCH_HEADER, ChildRef, LEAF_HEADER, branch_entry_size};
+
+impl TreeWriter<'_> {
+    /// Removes `key` from the tree under `root`; returns whether it was there.
+    pub fn remove(&mut self, root: &mut Option<ChildRef>, key: &[u8]) -> Result<bool> {
+        // Look first, so that removing an absent key copies nothing.
+        if self.pages().get(*root, key)?.is_none() {
+            return Ok(false);
+        }
+        let Some(r) = *root else { return Ok(false) };
+        let id = self.own(r)?;
+        let old = self.remove_at(id, key, 0)?;
+        *root = Some(ChildRef { page: id, crc: 0 });
+        // Shorten: an empty root leaf empties the tree; a root branch with one child
+        // hands the root to that child.
+        while let Some(r) = *root {
+            match self.dirty.nodes.get(&r.page) {
+                Some(Node::Leaf(l)) if l.entries.is_empty() => {
+                    self.free_page(r.page);
+                    *root = None;
+                }
+                Some(Node::Branch(b)) if b.entries.is_empty() => {
+                    let only = b.first;
+                    self.free_page(r.page);
+                    *root = Some(only);
+                }
+                _ => break,
+            }
+        }
+        let existed = old.is_some();
+        if let Some(old) = old {
+            self.free_value(&old);
+        }
+        Ok(existed)
+    }
+
+    fn remove_at(&mut self, id: u64, key: &[u8], depth: usize) -> Result<Option<Value>> {
+        if depth > MAX_DEPTH {
+            return Err(Error::corrupt(id, "tree too deep (a cycle?)"));
+        }
+        let (i, child) = match self.node_mut(id)? {
+            Node::Leaf(leaf) => {
+                let Ok(i) = leaf.search(key) else {
+                    return Ok(None);
+                };
+                let (k, v) = leaf.entries.remove(i);
+                leaf.size -= crate::format::leaf_entry_size(k.len(), &v.as_ref());
+                return Ok(Some(v));
+            }
+            Node::Branch(b) => {
+                let i = b.find_child(key);
+                (i, b.child(i))
+            }
+        };
+        let cid = self.own(child)?;
+        let old = self.remove_at(cid, key, depth + 1)?;
+        if let Node::Branch(b) = self.node_mut(id)? {
+            *b.child_mut(i) = ChildRef { page: cid, crc: 0 };
+        }
+        self.rebalance(id, i)?;
+        Ok(old)
+    }
+
+    /// Merges child `i` of branch `parent` with a neighbour when it is under a quarter
+    /// full and the two fit in one page.
+    fn rebalance(&mut self, parent: u64, i: usize) -> Result<()> {
+        let page_size = self.page_size();
+        let Node::Branch(p) = self.node_mut(parent)? else {
+            return Ok(());
+        };
+        let child = p.child(i);
+        let children = p.children();
+        let size = match self.dirty.nodes.get(&child.page) {
+            Some(Node::Leaf(l)) => l.size,
+            Some(Node::Branch(b)) => b.size,
+            None => return Ok(()),
+        };
+        if size >= page_size / 4 || children < 2 {
+            return Ok(());
+        }
+        let left_idx = if i + 1 < children { i } else { i - 1 };
+        let (left_ref, right_ref, sep) = {
+            let Node::Branch(p) = self.node_mut(parent)? else {
+                return Ok(());
+            };
+            (
+                p.child(left_idx),
+                p.child(left_idx + 1),
+                p.entries[left_idx].0.clone(),
+            )
+        };
+        let right = self.read_node(right_ref)?;
+        let left = self.read_node(left_ref)?;
+        let fits = match (&left, &right) {
+            (Node::Leaf(l), Node::Leaf(r)) => l.size + r.size - LEAF_HEADER <= page_size,
+            (Node::Branch(l), Node::Branch(r)) => {
+                l.size + r.size - BRANCH_HEADER + branch_entry_size(sep.len()) <= page_size
+            }
+            _ => {
+                return Err(Error::corrupt(
+                    right_ref.page,
+                    "siblings of different kinds",
+                ));
+            }
+        };
+        if !fits {
+            return Ok(());
+        }
+        let left_id = self.own(left_ref)?;
+        self.free_page(right_ref.page);
+        match (self.node_mut(left_id)?, right) {
+            (Node::Leaf(l), Node::Leaf(r)) => {
+                for (k, v) in r.entries {
+                    l.push(k, v);
+                }
+            }
+            (Node::Branch(l), Node::Branch(r)) => {
+                l.push(sep, r.first);
+                for (k, c) in r.entries {
+                    l.push(k, c);
+                }
+            }
+            _ => return Err(Error::corrupt(left_id, "siblings of different kinds")),
+        }
+        if let Node::Branch(p) = self.node_mut(parent)? {
+            let (k, _) = p.entries.remove(left_idx);
+            p.size -= branch_entry_size(k.len());
+            *p.child_mut(left_idx) = ChildRef {
+                page: left_id,
+                crc: 0,
+            };
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+//! The write side of a tree: owning (copying) nodes, allocating and freeing their pages.
+
+use super::{BranchNode, Dirty, LeafNode, Node, NodeView, Pages, Value};
+use crate::error::{Error, Result};
+use crate::format::{
+    ChildRef, OVERFLOW_HEADER, OverflowRef, PageKind, ValueRef, checksum, leaf_entry_size,
+    max_inline_entry, write_page_header,
+};
+use crate::freelist::FreeList;
+use crate::pager::{Snapshot, TreePage};
+
+/// A write transaction's view of one or more trees, with what it needs to change them.
+#[derive(Debug)]
+pub(crate) struct TreeWriter<'a> {
+    pub snapshot: &'a Snapshot,
+    pub dirty: &'a mut Dirty,
+    pub alloc: &'a mut FreeList,
+    pub txid: u64,
+}
+
+impl TreeWriter<'_> {
+    pub fn page_size(&self) -> usize {
+        self.snapshot.page_size
+    }
+
+    pub fn pages(&self) -> Pages<'_> {
+        Pages {
+            snapshot: self.snapshot,
+            dirty: Some(self.dirty),
+        }
+    }
+
+    /// An owned copy of the node at `r`, without taking ownership of its page.
+    pub fn read_node(&self, r: ChildRef) -> Result<Node> {
+        if let Some(n) = self.dirty.nodes.get(&r.page) {
+            return Ok(n.clone());
+        }
+        Ok(match self.snapshot.tree_page(r)? {
+            TreePage::Leaf(l) => Node::Leaf(LeafNode::from_page(&l)?),
+            TreePage::Branch(b) => Node::Branch(BranchNode::from_page(&b)?),
+        })
+    }
+
+    /// Makes the node at `r` owned by this transaction and returns its page id: the same
+    /// id if it already is, else a newly allocated one (the old page is freed).
+    pub fn own(&mut self, r: ChildRef) -> Result<u64> {
+        if self.dirty.nodes.contains_key(&r.page) {
+            return Ok(r.page);
+        }
+        let node = self.read_node(r)?;
+        self.alloc.free(r.page, self.txid);
+        Ok(self.new_node(node))
+    }
+
+    /// Allocates a page for a new node.
+    pub fn new_node(&mut self, node: Node) -> u64 {
+        let id = self.alloc.alloc();
+        self.dirty.nodes.insert(id, node);
+        id
+    }
+
+    pub fn node_mut(&mut self, id: u64) -> Result<&mut Node> {
+        self.dirty
+            .nodes
+            .get_mut(&id)
+            .ok_or_else(|| Error::corrupt(id, "internal: node is not owned by the transaction"))
+    }
+
+    /// Frees the page of a node (owned or committed).
+    pub fn free_page(&mut self, id: u64) {
+        self.dirty.nodes.remove(&id);
+        self.alloc.free(id, self.txid);
+    }
+
+    /// Frees the overflow run of a value, if it has one.
+    pub fn free_value(&mut self, v: &Value) {
+        if let Value::Overflow(o) = v {
+            self.dirty.overflow.remove(&o.page);
+            let first = o.page;
+            for p in first..first + o.pages(self.page_size()) {
+                self.alloc.free(p, self.txid);
+            }
+        }
+    }
+
+    /// The stored form of `value` under a key of `key_len` bytes: inline when the entry
+    /// fits half a leaf, else a newly written overflow run.
+    pub fn make_value(&mut self, key_len: usize, value: &[u8]) -> Value {
+        if leaf_entry_size(key_len, &ValueRef::Inline(value)) <= max_inline_entry(self.page_size())
+        {
+            return Value::Inline(value.into());
+        }
+        let len = value.len() as u32;
+        let probe = OverflowRef {
+            page: 0,
+            len,
+            crc: 0,
+        };
+        let page = self.alloc.alloc_run(probe.pages(self.page_size()));
+        let mut run = vec![0u8; OVERFLOW_HEADER + value.len()];
+        write_page_header(&mut run, PageKind::Overflow, 0, self.txid);
+        run[OVERFLOW_HEADER..].copy_from_slice(value);
+        let crc = checksum(page, &run);
+        self.dirty.overflow.insert(page, run.into_boxed_slice());
+        Value::Overflow(OverflowRef { page, len, crc })
+    }
+
+    /// Frees every page of the tree under `root`: its nodes and overflow runs.
+    pub fn free_tree(&mut self, root: ChildRef) -> Result<()> {
+        let mut stack = vec![(root, 0usize)];
+        while let Some((r, depth)) = stack.pop() {
+            if depth > super::MAX_DEPTH {
+                return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
+            }
+            let mut runs = Vec::new();
+            match self.pages().node(r)? {
+                NodeView::Branch(b) => {
+                    for i in 0..b.children() {
+                        stack.push((b.child(i)?, depth + 1));
+                    }
+                }
+                NodeView::Leaf(l) => {
+                    for i in 0..l.len() {
+                        if let (_, ValueRef::Overflow(o)) = l.entry(i)? {
+                            runs.push(o);
+                        }
+                    }
+                }
+            }
+            for o in runs {
+                self.free_value(&Value::Overflow(o));
+            }
+            self.free_page(r.page);
+        }
+        Ok(())
+    }
+}
+
+/// Where to split a node whose entries take `sizes` bytes: the index `k` at which the right
+/// half starts, chosen so that both halves fit in `capacity` (with `header` bytes each) and
+/// are as even as possible. With `promote`, entry `k` moves up to the parent instead of
+/// into the right half (a branch split). Entries are each under half of a page, so a
+/// fitting split exists whenever the node holds at most a page and an entry.
+pub(crate) fn split_point(sizes: &[usize], header: usize, capacity: usize, promote: bool) -> usize {
+    let total: usize = sizes.iter().sum();
+    let mut best = (usize::MAX, sizes.len() / 2);
+    let mut left = 0;
+    for k in 1..sizes.len() {
+        left += sizes[k - 1];
+        let right = total - left - if promote { sizes[k] } else { 0 };
+        if header + left <= capacity && header + right <= capacity {
+            let skew = left.abs_diff(right);
+            if skew < best.0 {
+                best = (skew, k);
+            }
+        }
+    }
+    best.1.max(1)
+}

@@ -1,0 +1,270 @@
+//! The integrity check: every page of a snapshot, re-read and re-verified, whatever the
+//! bytes. Problems are collected, never panicked on.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use crate::btree::MAX_DEPTH;
+use crate::format::{
+    BranchPage, ChildRef, LeafPage, PageKind, TableMeta, ValueRef, decode_freelist, page_kind,
+};
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, verify};
+
+/// One thing wrong with the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The page where it was found.
+    pub page: u64,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "page {}: {}", self.page, self.what)
+    }
+}
+
+/// The result of [`crate::Database::check`].
+#[derive(Debug, Clone, Default)]
+pub struct CheckReport {
+    /// Every problem found; empty for a healthy file.
+    pub problems: Vec<Problem>,
+    /// How many pages were examined.
+    pub pages_checked: u64,
+    /// How many entries the tables hold in all.
+    pub entries: u64,
+}
+
+impl CheckReport {
+    /// Whether no problem was found.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// How a page is used, to find pages used twice or not at all.
+struct Checker<'a> {
+    snap: &'a Snapshot,
+    used: HashSet<u64>,
+    report: CheckReport,
+}
+
+impl Checker<'_> {
+    fn problem(&mut self, page: u64, what: impl Into<String>) {
+        self.report.problems.push(Problem {
+            page,
+            what: what.into(),
+        });
+    }
+
+    /// Claims `n` pages from `first`; false (with a problem) if any is outside the file or
+    /// claimed already.
+    fn claim(&mut self, first: u64, n: u64, what: &str) -> bool {
+        let count = self.snap.slot.page_count;
+        if first < FIRST_DATA_PAGE || first.checked_add(n).is_none_or(|end| end > count) {
+            self.problem(first, format!("{what} outside the file ({count} pages)"));
+            return false;
+        }
+        for page in first..first + n {
+            if !self.used.insert(page) {
+                self.problem(page, format!("{what} is referenced twice"));
+                return false;
+            }
+        }
+        self.report.pages_checked += n;
+        true
+    }
+
+    fn freelist(&mut self) {
+        let s = self.snap.slot;
+        if s.freelist_page == 0 {
+            return;
+        }
+        let p = self.snap.page_size as u64;
+        if !self.claim(s.freelist_page, s.freelist_len.div_ceil(p), "freelist") {
+            return;
+        }
+        let Ok(len) = usize::try_from(s.freelist_len) else {
+            return self.problem(s.freelist_page, "freelist length out of range");
+        };
+        let bytes = match self.snap.raw(s.freelist_page, len) {
+            Ok(b) => b,
+            Err(e) => return self.problem(s.freelist_page, e.to_string()),
+        };
+        if let Err(e) = verify(s.freelist_page, bytes, s.freelist_crc) {
+            return self.problem(s.freelist_page, e.to_string());
+        }
+        let Some(entries) = decode_freelist(bytes) else {
+            return self.problem(s.freelist_page, "freelist length mismatch");
+        };
+        for (page, _) in entries {
+            self.claim(page, 1, "free page");
+        }
+    }
+
+    /// Checks the tree under `r`, whose keys must lie in `[lo, hi)`; returns its entries.
+    fn tree(
+        &mut self,
+        r: ChildRef,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        catalog: bool,
+        depth: usize,
+    ) -> u64 {
+        if depth > MAX_DEPTH {
+            self.problem(r.page, "tree too deep (a cycle?)");
+            return 0;
+        }
+        if !self.claim(r.page, 1, "tree page") {
+            return 0;
+        }
+        let bytes = match self.snap.raw(r.page, self.snap.page_size) {
+            Ok(b) => b,
+            Err(e) => {
+                self.problem(r.page, e.to_string());
+                return 0;
+            }
+        };
+        if let Err(e) = verify(r.page, bytes, r.crc) {
+            self.problem(r.page, e.to_string());
+            return 0;
+        }
+        let in_bounds = |k: &[u8]| lo.is_none_or(|lo| k >= lo) && hi.is_none_or(|hi| k < hi);
+        match page_kind(bytes) {
+            Some(PageKind::Branch) => {
+                let b = match BranchPage::new(bytes, r.page) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        self.problem(r.page, e.to_string());
+                        return 0;
+                    }
+                };
+                let mut keys = Vec::with_capacity(b.keys());
+                for i in 0..b.keys() {
+                    match b.key(i) {
+                        Ok(k) => keys.push(k),
+                        Err(e) => {
+                            self.problem(r.page, e.to_string());
+                            return 0;
+                        }
+                    }
+                }
+                if keys.windows(2).any(|w| w[0] >= w[1]) || !keys.iter().all(|k| in_bounds(k)) {
+                    self.problem(
+                        r.page,
+                        "branch keys out of order or outside their parent's range",
+                    );
+                }
+                let mut total = 0;
+                for i in 0..=keys.len() {
+                    let child = match b.child(i) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            self.problem(r.page, e.to_string());
+                            continue;
+                        }
+                    };
+                    let clo = if i == 0 { lo } else { Some(keys[i - 1]) };
+                    let chi = keys.get(i).copied().or(hi);
+                    total += self.tree(child, clo, chi, catalog, depth + 1);
+                }
+                total
+            }
+            Some(PageKind::Leaf) => {
+                let l = match LeafPage::new(bytes, r.page) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        self.problem(r.page, e.to_string());
+                        return 0;
+                    }
+                };
+                let mut prev: Option<&[u8]> = None;
+                for i in 0..l.len() {
+                    let (k, v) = match l.entry(i) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            self.problem(r.page, e.to_string());
+                            continue;
+                        }
+                    };
+                    if prev.is_some_and(|p| p >= k) || !in_bounds(k) {
+                        self.problem(
+                            r.page,
+                            format!("leaf key {i} out of order or outside its parent's range"),
+                        );
+                    }
+                    prev = Some(k);
+                    match (v, catalog) {
+                        (ValueRef::Inline(v), true) => self.table(r.page, k, v),
+                        (ValueRef::Overflow(o), false) => {
+                            let pages = o.pages(self.snap.page_size);
+                            if self.claim(o.page, pages, "overflow run") {
+                                match self
+                                    .snap
+                                    .raw(o.page, crate::format::OVERFLOW_HEADER + o.len as usize)
+                                {
+                                    Ok(run) => {
+                                        if let Err(e) = verify(o.page, run, o.crc) {
+                                            self.problem(o.page, e.to_string());
+                                        }
+                                    }
+                                    Err(e) => self.problem(o.page, e.to_string()),
+                                }
+                            }
+                        }
+                        (ValueRef::Overflow(_), true) => {
+                            self.problem(r.page, "overflow value in the catalog")
+                        }
+                        (ValueRef::Inline(_), false) => {}
+                    }
+                }
+                l.len() as u64
+            }
+            other => {
+                self.problem(r.page, format!("expected a tree page, found {other:?}"));
+                0
+            }
+        }
+    }
+
+    fn table(&mut self, catalog_page: u64, name: &[u8], value: &[u8]) {
+        let name = String::from_utf8_lossy(name);
+        let Some(meta) = TableMeta::decode(value) else {
+            return self.problem(
+                catalog_page,
+                format!("bad catalog entry for table {name:?}"),
+            );
+        };
+        let entries = meta.root.map_or(0, |r| self.tree(r, None, None, false, 0));
+        self.report.entries += entries;
+        if entries != meta.len {
+            self.problem(
+                meta.root.map_or(catalog_page, |r| r.page),
+                format!(
+                    "table {name:?} records {} entries but holds {entries}",
+                    meta.len
+                ),
+            );
+        }
+    }
+}
+
+/// Checks every page of `snap`.
+pub(crate) fn check(snap: &Snapshot) -> CheckReport {
+    let mut c = Checker {
+        snap,
+        used: HashSet::new(),
+        report: CheckReport::default(),
+    };
+    c.freelist();
+    if snap.slot.catalog.page != 0 {
+        c.tree(snap.slot.catalog, None, None, true, 0);
+    }
+    for page in FIRST_DATA_PAGE..snap.slot.page_count {
+        if !c.used.contains(&page) {
+            c.problem(page, "leaked: neither referenced nor free");
+        }
+    }
+    c.report
+}

@@ -1,0 +1,225 @@
+//! The commit protocol: encode the changed nodes, persist the freelist, write every new
+//! page, then the commit slot, then (for `Immediate`) one `fdatasync`.
+//!
+//! Step-by-step with what a crash leaves: docs/design.md#commit-protocol.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::btree::Node;
+use crate::db::{Durability, WriterState};
+use crate::error::{Error, Result};
+use crate::format::{
+    ChildRef, SLOT_OFFSET, Slot, checksum, encode_branch, encode_freelist, encode_leaf,
+    freelist_len,
+};
+use crate::pager::Snapshot;
+use crate::write_txn::WriteTxn;
+
+/// Pages written together in one positioned write, at most.
+const MAX_COALESCED_PAGES: usize = 256;
+
+/// Encodes the owned node at `r` and every owned node under it, leaves first, so that
+/// each parent records its children's checksums; returns `r` with its checksum.
+fn finalize(
+    nodes: &mut HashMap<u64, Node>,
+    r: ChildRef,
+    txid: u64,
+    page_size: usize,
+    out: &mut Vec<(u64, Box<[u8]>)>,
+) -> Result<ChildRef> {
+    let Some(mut node) = nodes.remove(&r.page) else {
+        return Ok(r);
+    };
+    let mut page = vec![0u8; page_size].into_boxed_slice();
+    match &mut node {
+        Node::Branch(b) => {
+            b.first = finalize(nodes, b.first, txid, page_size, out)?;
+            for (_, child) in &mut b.entries {
+                *child = finalize(nodes, *child, txid, page_size, out)?;
+            }
+            if b.size > page_size {
+                return Err(Error::corrupt(
+                    r.page,
+                    "internal: branch larger than a page",
+                ));
+            }
+            encode_branch(
+                &mut page,
+                txid,
+                b.first,
+                b.entries.iter().map(|(k, c)| (&**k, *c)),
+            );
+        }
+        Node::Leaf(l) => {
+            if l.size > page_size {
+                return Err(Error::corrupt(r.page, "internal: leaf larger than a page"));
+            }
+            encode_leaf(
+                &mut page,
+                txid,
+                l.entries.iter().map(|(k, v)| (&**k, v.as_ref())),
+            );
+        }
+    }
+    let crc = checksum(r.page, &page);
+    out.push((r.page, page));
+    Ok(ChildRef { page: r.page, crc })
+}
+
+impl WriteTxn {
+    fn has_changes(&self) -> bool {
+        !self.dirty.nodes.is_empty()
+            || !self.dirty.overflow.is_empty()
+            || self.freelist.pending.len()
+                != self
+                    .original
+                    .as_ref()
+                    .map_or(0, |w| w.freelist.pending.len())
+            || self.catalog != (self.base.slot.catalog.page != 0).then_some(self.base.slot.catalog)
+    }
+
+    /// Writes the commit; returns the writer state that follows it.
+    pub(crate) fn write_commit(&mut self, original: &WriterState) -> Result<WriterState> {
+        let inner = self.inner.clone();
+        let storage = inner.storage.as_ref();
+        let page_size = self.base.page_size;
+        let p = page_size as u64;
+        let txid = self.txid;
+        let mut ws = original.clone();
+
+        if !self.has_changes() {
+            if self.durability == Durability::Immediate {
+                inner.sync_with(&mut ws)?;
+            }
+            return Ok(ws);
+        }
+
+        // 1. Table trees, then their catalog entries, then the catalog tree.
+        let mut out: Vec<(u64, Box<[u8]>)> = Vec::new();
+        let mut names: Vec<String> = self.tables.keys().cloned().collect();
+        names.sort_unstable();
+        for name in names {
+            let Some(state) = self.tables.get(&name).copied() else {
+                continue;
+            };
+            let mut meta = state.current;
+            if let Some(root) = meta.root {
+                meta.root = Some(finalize(
+                    &mut self.dirty.nodes,
+                    root,
+                    txid,
+                    page_size,
+                    &mut out,
+                )?);
+            }
+            if state.loaded != Some(meta) {
+                self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))?;
+            }
+        }
+        let catalog = match self.catalog {
+            Some(root) => finalize(&mut self.dirty.nodes, root, txid, page_size, &mut out)?,
+            None => ChildRef::default(),
+        };
+        debug_assert!(self.dirty.nodes.is_empty(), "owned nodes outside any tree");
+        for (&id, _) in self.dirty.nodes.iter() {
+            self.freelist.free(id, txid);
+        }
+        out.extend(self.dirty.overflow.drain());
+
+        // 2. The freelist: the old run is freed, the new run allocated, then encoded.
+        let (old_page, old_len) = original.freelist_run;
+        if old_page != 0 {
+            for page in old_page..old_page + old_len.div_ceil(p) {
+                self.freelist.free(page, txid);
+            }
+        }
+        let run_pages = (freelist_len(self.freelist.free.len() + self.freelist.pending.len())
+            as u64)
+            .div_ceil(p);
+        let freelist_page = self.freelist.alloc_run(run_pages);
+        let encoded = encode_freelist(txid, &self.freelist.entries());
+        let freelist_crc = checksum(freelist_page, &encoded);
+        let freelist_bytes = encoded.len() as u64;
+        out.push((freelist_page, encoded.into_boxed_slice()));
+
+        // 3. Grow the file first, durably, so that no slot points past its end.
+        let page_count = self.freelist.page_count;
+        let needed = page_count * p;
+        if storage.len() < needed {
+            let grown = needed
+                .max(storage.len() + storage.len() / 4)
+                .next_multiple_of(p);
+            storage.resize(grown)?;
+            storage.sync()?;
+        }
+
+        // 4. Every new page, adjacent pages coalesced into one write.
+        out.sort_unstable_by_key(|(id, _)| *id);
+        let verified = if page_count > self.base.verified.capacity() {
+            Arc::new(self.base.verified.grown(page_count))
+        } else {
+            self.base.verified.clone()
+        };
+        let mut i = 0;
+        let mut batch = Vec::new();
+        while i < out.len() {
+            let mut j = i + 1;
+            while j < out.len()
+                && j - i < MAX_COALESCED_PAGES
+                && out[j].0 == out[j - 1].0 + 1
+                && out[j - 1].1.len() == page_size
+            {
+                j += 1;
+            }
+            let first = out[i].0;
+            if j - i == 1 {
+                storage.write(first * p, &out[i].1)?;
+            } else {
+                batch.clear();
+                for (_, bytes) in &out[i..j] {
+                    batch.extend_from_slice(bytes);
+                }
+                storage.write(first * p, &batch)?;
+            }
+            for (id, bytes) in &out[i..j] {
+                for page in *id..*id + (bytes.len() as u64).div_ceil(p) {
+                    verified.remove(page);
+                }
+            }
+            i = j;
+        }
+
+        // 5. The slot, in the slot not holding the last durable commit; then the sync.
+        let slot_index = 1 - original.durable_slot;
+        let slot = Slot {
+            txid,
+            durable_txid: original.durable_txid,
+            page_count,
+            catalog,
+            freelist_page,
+            freelist_len: freelist_bytes,
+            freelist_crc,
+        };
+        storage.write(slot_index as u64 * p + SLOT_OFFSET as u64, &slot.encode())?;
+        if self.durability == Durability::Immediate {
+            storage.sync()?;
+            ws.durable_txid = txid;
+            ws.durable_slot = slot_index;
+        }
+
+        // 6. Publish to new readers.
+        let snapshot = Snapshot {
+            slot,
+            page_size,
+            region: storage.region(),
+            verified: verified.clone(),
+        };
+        inner.state().latest = Arc::new(snapshot);
+        self.freelist.fresh.clear();
+        ws.freelist = std::mem::take(&mut self.freelist);
+        ws.freelist_run = (freelist_page, freelist_bytes);
+        ws.next_txid = txid + 1;
+        Ok(ws)
+    }
+}

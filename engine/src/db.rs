@@ -1,0 +1,384 @@
+//! The database handle: opening and creating, the shared state of readers and the writer,
+//! and syncing.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::format::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+use crate::freelist::FreeList;
+use crate::pager::Snapshot;
+use crate::read_txn::ReadTxn;
+use crate::recovery;
+use crate::storage::{FileStorage, MemoryStorage, Storage};
+use crate::write_txn::WriteTxn;
+use crate::{CheckReport, Stats};
+
+/// When a commit is on stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `commit` returns after the commit is on stable storage (one `fdatasync`).
+    #[default]
+    Immediate,
+    /// `commit` is atomic and visible at once, and becomes durable at the next
+    /// [`Database::sync`], the next `Immediate` commit, or when the database is closed.
+    /// A crash loses at most the commits since the last durable one, never corrupts.
+    Eventual,
+}
+
+/// Options for opening a database.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    page_size: usize,
+    durability: Durability,
+    lock_timeout: Duration,
+    read_only: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            page_size: 4096,
+            durability: Durability::Immediate,
+            lock_timeout: Duration::from_secs(1),
+            read_only: false,
+        }
+    }
+}
+
+impl Builder {
+    /// The page size of a new database: a power of two from 1 KiB to 64 KiB (default
+    /// 4 KiB). An existing database keeps the page size it was created with.
+    pub fn page_size(mut self, bytes: usize) -> Self {
+        self.page_size = bytes;
+        self
+    }
+
+    /// The default durability of write transactions (default `Immediate`).
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// How long to wait for another process's lock on the file (default 1 s).
+    pub fn lock_timeout(mut self, t: Duration) -> Self {
+        self.lock_timeout = t;
+        self
+    }
+
+    /// Opens without writing, locking or syncing; works on a read-only file.
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+
+    fn check_page_size(&self) -> Result<()> {
+        let p = self.page_size;
+        if !p.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&p) {
+            return Err(Error::InvalidPageSize(p as u64));
+        }
+        Ok(())
+    }
+
+    /// Opens the database at `path`, creating it (or initialising an empty file) if needed.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] when another process has it open for writing, the errors of
+    /// [`Builder::open`], and I/O errors.
+    pub fn create(self, path: impl AsRef<Path>) -> Result<Database> {
+        self.open_path(path.as_ref(), true)
+    }
+
+    /// Opens an existing database at `path`.
+    ///
+    /// # Errors
+    /// [`Error::EmptyFile`], [`Error::NotADatabase`], [`Error::VersionTooNew`],
+    /// [`Error::Truncated`], [`Error::NoValidCommit`] or [`Error::Corruption`] for a file
+    /// that is not a healthy Cairn database (left untouched), [`Error::Locked`], and I/O errors.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Database> {
+        self.open_path(path.as_ref(), false)
+    }
+
+    /// A database that lives in memory and disappears when dropped.
+    ///
+    /// # Errors
+    /// When memory cannot be reserved.
+    pub fn in_memory(self) -> Result<Database> {
+        self.check_page_size()?;
+        self.with_storage(Arc::new(MemoryStorage::new()?), true, None)
+    }
+
+    /// Opens a database on any storage backend (a fault-injecting one in tests, say),
+    /// initialising it when it is empty and `create` is set.
+    ///
+    /// # Errors
+    /// As [`Builder::open`].
+    pub fn with_storage(
+        self,
+        storage: Arc<dyn Storage>,
+        create: bool,
+        path: Option<PathBuf>,
+    ) -> Result<Database> {
+        if create && storage.is_empty() && !self.read_only {
+            self.check_page_size()?;
+            recovery::initialise(storage.as_ref(), self.page_size)?;
+        }
+        let opened = recovery::open(storage.as_ref(), !self.read_only)?;
+        let slot = opened.snapshot.slot;
+        let inner = Inner {
+            storage,
+            path,
+            page_size: opened.snapshot.page_size,
+            read_only: self.read_only,
+            durability: self.durability,
+            state: Mutex::new(State {
+                latest: Arc::new(opened.snapshot),
+                readers: BTreeMap::new(),
+            }),
+            writer: Mutex::new((!self.read_only).then(|| WriterState {
+                freelist: opened.freelist,
+                freelist_run: (slot.freelist_page, slot.freelist_len),
+                next_txid: slot.txid + 1,
+                durable_txid: slot.txid,
+                durable_slot: opened.slot_index,
+            })),
+            writer_cv: Condvar::new(),
+        };
+        Ok(Database {
+            inner: Arc::new(inner),
+        })
+    }
+
+    fn open_path(self, path: &Path, create: bool) -> Result<Database> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!self.read_only)
+            .create(create && !self.read_only)
+            .truncate(false)
+            .open(path)?;
+        if !self.read_only {
+            crate::lock::lock_exclusive(&file, path, self.lock_timeout)?;
+        }
+        let storage = Arc::new(FileStorage::new(file)?);
+        if !create && storage.is_empty() {
+            return Err(Error::EmptyFile);
+        }
+        self.with_storage(storage, create, Some(path.to_path_buf()))
+    }
+}
+
+/// What readers and the writer share: the newest snapshot and who reads which.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub latest: Arc<Snapshot>,
+    /// Live read transactions by snapshot id.
+    pub readers: BTreeMap<u64, usize>,
+}
+
+/// What belongs to the one writer, handed to a write transaction for its life.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterState {
+    pub freelist: FreeList,
+    /// The persisted freelist run of the newest commit: first page and length in bytes.
+    pub freelist_run: (u64, u64),
+    pub next_txid: u64,
+    /// The newest commit known to be on stable storage, and the slot (0 or 1) holding it,
+    /// which no later commit may overwrite until a newer one is durable.
+    pub durable_txid: u64,
+    pub durable_slot: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub storage: Arc<dyn Storage>,
+    pub path: Option<PathBuf>,
+    pub page_size: usize,
+    pub read_only: bool,
+    pub durability: Durability,
+    pub state: Mutex<State>,
+    /// `None` while a write transaction holds the writer state.
+    pub writer: Mutex<Option<WriterState>>,
+    pub writer_cv: Condvar,
+}
+
+impl Inner {
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for the writer state and takes it.
+    pub fn take_writer(&self) -> Result<WriterState> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(ws) = w.take() {
+                return Ok(ws);
+            }
+            w = self
+                .writer_cv
+                .wait(w)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Hands the writer state back for the next write transaction.
+    pub fn put_writer(&self, ws: WriterState) {
+        *self.writer.lock().unwrap_or_else(PoisonError::into_inner) = Some(ws);
+        self.writer_cv.notify_one();
+    }
+
+    /// Makes every commit so far durable; the caller holds the writer state.
+    pub fn sync_with(&self, ws: &mut WriterState) -> Result<()> {
+        let latest = self.state().latest.txid();
+        if ws.durable_txid < latest {
+            self.storage.sync()?;
+            ws.durable_txid = latest;
+            ws.durable_slot = slot_of(latest, ws);
+        }
+        Ok(())
+    }
+}
+
+/// The slot holding commit `txid`, which is the newest: it sits in the slot other than
+/// the durable one, unless it is the durable one itself.
+fn slot_of(txid: u64, ws: &WriterState) -> usize {
+    if txid == ws.durable_txid {
+        ws.durable_slot
+    } else {
+        1 - ws.durable_slot
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing makes Eventual commits durable. Errors cannot be reported from drop;
+        // `Database::sync` reports them to callers who need to know.
+        if let Some(ws) = self
+            .writer
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            let latest = self
+                .state
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .latest
+                .txid();
+            if ws.durable_txid < latest {
+                let _ = self.storage.sync();
+            }
+        }
+    }
+}
+
+/// An open database. Cheap to clone; clones share the same open file.
+#[derive(Debug, Clone)]
+pub struct Database {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Database {
+    /// Options for opening a database.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Opens the database at `path`, creating it if it does not exist. See [`Builder::create`].
+    ///
+    /// # Errors
+    /// As [`Builder::create`].
+    pub fn create(path: impl AsRef<Path>) -> Result<Database> {
+        Builder::default().create(path)
+    }
+
+    /// Opens the existing database at `path`. See [`Builder::open`].
+    ///
+    /// # Errors
+    /// As [`Builder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Database> {
+        Builder::default().open(path)
+    }
+
+    /// A new database in memory.
+    ///
+    /// # Errors
+    /// When memory cannot be reserved.
+    pub fn in_memory() -> Result<Database> {
+        Builder::default().in_memory()
+    }
+
+    /// A read transaction on the newest committed state, which it sees unchanged for its
+    /// whole life. Never waits for the writer.
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for limits on readers.
+    pub fn begin_read(&self) -> Result<ReadTxn> {
+        Ok(ReadTxn::new(self.inner.clone()))
+    }
+
+    /// The write transaction: waits while another one is open in this process.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`] on a database opened read-only.
+    pub fn begin_write(&self) -> Result<WriteTxn> {
+        WriteTxn::new(self.inner.clone())
+    }
+
+    /// Makes every commit so far durable (waits for an open write transaction to end).
+    ///
+    /// # Errors
+    /// An I/O error from `fdatasync`.
+    pub fn sync(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Ok(());
+        }
+        let mut ws = self.inner.take_writer()?;
+        let r = self.inner.sync_with(&mut ws);
+        self.inner.put_writer(ws);
+        r
+    }
+
+    /// Walks every page of the newest commit and reports every problem found.
+    ///
+    /// # Errors
+    /// Only for failures to read; damage is reported in the [`CheckReport`].
+    pub fn check(&self) -> Result<CheckReport> {
+        let snapshot = self.inner.state().latest.clone();
+        Ok(crate::check::check(&snapshot))
+    }
+
+    /// Statistics of the newest commit: depth, pages by kind, fill factor, free pages.
+    ///
+    /// # Errors
+    /// A corruption error when a page cannot be read.
+    pub fn stats(&self) -> Result<Stats> {
+        let snapshot = self.inner.state().latest.clone();
+        crate::stats::stats(&snapshot, self.inner.storage.len())
+    }
+
+    /// The page size in bytes.
+    pub fn page_size(&self) -> usize {
+        self.inner.page_size
+    }
+
+    /// The longest key accepted.
+    pub fn max_key_len(&self) -> usize {
+        crate::format::max_key_len(self.inner.page_size)
+    }
+
+    /// The file this database lives in, or `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Whether the database was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+}

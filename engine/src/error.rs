@@ -1,0 +1,109 @@
+//! The engine's one error type.
+//!
+//! Every failure the engine can report is a variant here. Corruption always names
+//! the page it was found in and what was wrong with it; it is never a panic.
+
+use std::path::PathBuf;
+
+/// A `Result` whose error is the engine's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A page's bytes do not match the checksum its parent recorded, or its contents
+    /// break an invariant of the format.
+    #[error("corruption in page {page}: {reason}")]
+    Corruption {
+        /// The page in which the damage was found.
+        page: u64,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The file does not start with Cairn's magic bytes.
+    #[error("not a Cairn database (no Cairn header found)")]
+    NotADatabase,
+    /// The file has zero length.
+    #[error("the file is empty, not a Cairn database")]
+    EmptyFile,
+    /// The file ends before the data its commit slots describe.
+    #[error("the file is truncated: {len} bytes, but at least {expected} are needed")]
+    Truncated {
+        /// The file's length.
+        len: u64,
+        /// The length its newest readable commit needs.
+        expected: u64,
+    },
+    /// Neither commit slot holds a commit whose pages are intact.
+    #[error("no intact commit found: slot 0: {slot0}; slot 1: {slot1}")]
+    NoValidCommit {
+        /// Why the first slot was rejected.
+        slot0: String,
+        /// Why the second slot was rejected.
+        slot1: String,
+    },
+    /// The file was written by a newer version of Cairn.
+    #[error("format version {found} is newer than the newest this build reads ({supported})")]
+    VersionTooNew {
+        /// The version in the file.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+    /// Another process holds the file open for writing.
+    #[error("database {path} is locked by another process")]
+    Locked {
+        /// The locked file.
+        path: PathBuf,
+    },
+    /// The page size asked for is not a power of two from 1 KiB to 64 KiB.
+    #[error("page size {0} is not a power of two from 1024 to 65536")]
+    InvalidPageSize(u64),
+    /// A key longer than the database's key limit.
+    #[error("key of {len} bytes exceeds the limit of {max} bytes")]
+    KeyTooLarge {
+        /// The key's length.
+        len: usize,
+        /// The limit (a quarter of the page size).
+        max: usize,
+    },
+    /// A value longer than the value limit.
+    #[error("value of {len} bytes exceeds the limit of {max} bytes")]
+    ValueTooLarge {
+        /// The value's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// No table has this name.
+    #[error("no table named {0:?}")]
+    TableNotFound(String),
+    /// A table with this name exists already.
+    #[error("table {0:?} already exists")]
+    TableExists(String),
+    /// A table name that is empty or longer than the key limit.
+    #[error("invalid table name {0:?}: {1}")]
+    InvalidTableName(String, &'static str),
+    /// A write was attempted on a database opened read-only.
+    #[error("the database is open read-only")]
+    ReadOnly,
+    /// The file grew past the largest size this build can map.
+    #[error("the database would exceed the maximum file size of {max} bytes")]
+    FileTooLarge {
+        /// The limit.
+        max: u64,
+    },
+    /// An I/O error from the operating system; the database stays at its last commit.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    pub(crate) fn corrupt(page: u64, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            page,
+            reason: reason.into(),
+        }
+    }
+}

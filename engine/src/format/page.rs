@@ -1,0 +1,144 @@
+//! What every tree, overflow and freelist page shares: a 16-byte header and a checksum
+//! recorded by whatever points at the page. Layout: docs/design.md#page-header.
+
+use super::{get_u16, get_u64, put_u16, put_u64};
+
+const KIND: usize = 0;
+const COUNT: usize = 2;
+const TXID: usize = 8;
+/// Bytes of the common page header.
+pub(crate) const PAGE_HEADER: usize = TXID + 8;
+/// Where a leaf's slot array starts.
+pub(crate) const LEAF_HEADER: usize = PAGE_HEADER;
+/// Where a branch's slot array starts: after the leftmost child reference.
+pub(crate) const BRANCH_HEADER: usize = PAGE_HEADER + CHILD_REF_LEN;
+/// Where an overflow run's data starts.
+pub(crate) const OVERFLOW_HEADER: usize = PAGE_HEADER;
+/// Bytes of an encoded [`ChildRef`].
+pub(crate) const CHILD_REF_LEN: usize = 12;
+
+/// What a page holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PageKind {
+    Branch = 1,
+    Leaf = 2,
+    Overflow = 3,
+    Freelist = 4,
+}
+
+impl PageKind {
+    fn from_byte(b: u8) -> Option<PageKind> {
+        Some(match b {
+            1 => PageKind::Branch,
+            2 => PageKind::Leaf,
+            3 => PageKind::Overflow,
+            4 => PageKind::Freelist,
+            _ => return None,
+        })
+    }
+}
+
+/// A pointer to a page together with the checksum its contents must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub(crate) struct ChildRef {
+    pub page: u64,
+    pub crc: u32,
+}
+
+impl ChildRef {
+    pub fn decode(b: &[u8], at: usize) -> Option<ChildRef> {
+        Some(ChildRef {
+            page: get_u64(b, at)?,
+            crc: super::get_u32(b, at + 8)?,
+        })
+    }
+    pub fn encode(&self, b: &mut [u8], at: usize) {
+        put_u64(b, at, self.page);
+        super::put_u32(b, at + 8, self.crc);
+    }
+}
+
+/// Where a value too large for a leaf lives: a contiguous run of pages starting at `page`,
+/// holding `len` bytes after an overflow page header, whose checksum is `crc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OverflowRef {
+    pub page: u64,
+    pub len: u32,
+    pub crc: u32,
+}
+
+impl OverflowRef {
+    /// How many pages the run takes.
+    pub fn pages(&self, page_size: usize) -> u64 {
+        (OVERFLOW_HEADER as u64 + u64::from(self.len)).div_ceil(page_size as u64)
+    }
+}
+
+/// The checksum of a page (or run) `bytes` stored at page `id`. Seeding with the page id
+/// makes a page copied to another place fail its check.
+pub(crate) fn checksum(id: u64, bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&id.to_le_bytes());
+    h.update(bytes);
+    h.finalize()
+}
+
+/// Writes the common header into the start of `page`.
+pub(crate) fn write_page_header(page: &mut [u8], kind: PageKind, count: u16, txid: u64) {
+    page[..PAGE_HEADER].fill(0);
+    page[KIND] = kind as u8;
+    put_u16(page, COUNT, count);
+    put_u64(page, TXID, txid);
+}
+
+/// The kind recorded in a page's header.
+pub(crate) fn page_kind(page: &[u8]) -> Option<PageKind> {
+    PageKind::from_byte(*page.get(KIND)?)
+}
+
+/// The number of items recorded in a page's header.
+pub(crate) fn page_count(page: &[u8]) -> Option<u16> {
+    get_u16(page, COUNT)
+}
+
+/// The transaction that wrote the page.
+pub(crate) fn page_txid(page: &[u8]) -> Option<u64> {
+    get_u64(page, TXID)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_checksum_depends_on_place() {
+        let mut p = vec![0xffu8; 64];
+        write_page_header(&mut p, PageKind::Overflow, 513, 42);
+        assert_eq!(page_kind(&p), Some(PageKind::Overflow));
+        assert_eq!(page_count(&p), Some(513));
+        assert_eq!(page_txid(&p), Some(42));
+        assert_ne!(checksum(1, &p), checksum(2, &p));
+        p[0] = 9;
+        assert_eq!(page_kind(&p), None);
+        assert_eq!(page_kind(&[]), None);
+    }
+
+    #[test]
+    fn child_ref_round_trip_and_overflow_pages() {
+        let mut b = [0u8; CHILD_REF_LEN];
+        let c = ChildRef {
+            page: 1 << 40,
+            crc: 77,
+        };
+        c.encode(&mut b, 0);
+        assert_eq!(ChildRef::decode(&b, 0), Some(c));
+        assert_eq!(ChildRef::decode(&b, 1), None);
+        let o = |len| OverflowRef {
+            page: 3,
+            len,
+            crc: 0,
+        };
+        assert_eq!(o(4096 - 16).pages(4096), 1);
+        assert_eq!(o(4096 - 15).pages(4096), 2);
+    }
+}

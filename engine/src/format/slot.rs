@@ -1,0 +1,105 @@
+//! A commit slot: the root of one committed state. Two exist, at `SLOT_OFFSET` in
+//! pages 0 and 1. Layout: docs/design.md#commit-slot.
+
+use super::{ChildRef, get_u32, get_u64, put_u32, put_u64};
+
+/// Where in its page (0 or 1) a slot starts: its own 512-byte sector, apart from the header.
+pub(crate) const SLOT_OFFSET: usize = 512;
+
+const TXID: usize = 0;
+const DURABLE_TXID: usize = TXID + 8;
+const PAGE_COUNT: usize = DURABLE_TXID + 8;
+const CATALOG_PAGE: usize = PAGE_COUNT + 8;
+const CATALOG_CRC: usize = CATALOG_PAGE + 8;
+const FREELIST_PAGE: usize = CATALOG_CRC + 4;
+const FREELIST_LEN: usize = FREELIST_PAGE + 8;
+const FREELIST_CRC: usize = FREELIST_LEN + 8;
+const CRC: usize = FREELIST_CRC + 4;
+/// Bytes a slot occupies.
+pub(crate) const SLOT_LEN: usize = CRC + 4;
+
+/// One committed state: its transaction id, roots and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Slot {
+    /// The commit's transaction id.
+    pub txid: u64,
+    /// The newest commit known to be on stable storage when this one was written; pages
+    /// written after it are verified when the file is opened.
+    pub durable_txid: u64,
+    /// The number of pages the file holds for this commit.
+    pub page_count: u64,
+    /// The catalog tree's root (page 0: no tables).
+    pub catalog: ChildRef,
+    /// The freelist's first page (0: none), its length in bytes, and its checksum.
+    pub freelist_page: u64,
+    pub freelist_len: u64,
+    pub freelist_crc: u32,
+}
+
+impl Slot {
+    pub fn encode(&self) -> [u8; SLOT_LEN] {
+        let mut b = [0u8; SLOT_LEN];
+        put_u64(&mut b, TXID, self.txid);
+        put_u64(&mut b, DURABLE_TXID, self.durable_txid);
+        put_u64(&mut b, PAGE_COUNT, self.page_count);
+        put_u64(&mut b, CATALOG_PAGE, self.catalog.page);
+        put_u32(&mut b, CATALOG_CRC, self.catalog.crc);
+        put_u64(&mut b, FREELIST_PAGE, self.freelist_page);
+        put_u64(&mut b, FREELIST_LEN, self.freelist_len);
+        put_u32(&mut b, FREELIST_CRC, self.freelist_crc);
+        let crc = crc32fast::hash(&b[..CRC]);
+        put_u32(&mut b, CRC, crc);
+        b
+    }
+
+    /// The slot in `b`, or `None` when its checksum fails (never written, torn or damaged).
+    pub fn decode(b: &[u8]) -> Option<Slot> {
+        let b = b.get(..SLOT_LEN)?;
+        if crc32fast::hash(&b[..CRC]) != get_u32(b, CRC)? {
+            return None;
+        }
+        Some(Slot {
+            txid: get_u64(b, TXID)?,
+            durable_txid: get_u64(b, DURABLE_TXID)?,
+            page_count: get_u64(b, PAGE_COUNT)?,
+            catalog: ChildRef {
+                page: get_u64(b, CATALOG_PAGE)?,
+                crc: get_u32(b, CATALOG_CRC)?,
+            },
+            freelist_page: get_u64(b, FREELIST_PAGE)?,
+            freelist_len: get_u64(b, FREELIST_LEN)?,
+            freelist_crc: get_u32(b, FREELIST_CRC)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_any_flipped_bit_is_rejected() {
+        let s = Slot {
+            txid: 7,
+            durable_txid: 6,
+            page_count: 99,
+            catalog: ChildRef {
+                page: 5,
+                crc: 0xdead_beef,
+            },
+            freelist_page: 9,
+            freelist_len: 40,
+            freelist_crc: 3,
+        };
+        let b = s.encode();
+        assert_eq!(Slot::decode(&b), Some(s));
+        for bit in 0..SLOT_LEN * 8 {
+            let mut d = b;
+            d[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(Slot::decode(&d), None, "bit {bit}");
+        }
+        assert_eq!(Slot::decode(&[0; SLOT_LEN]), None, "a never-written slot");
+        assert_eq!(Slot::decode(&b[..10]), None);
+        const { assert!(SLOT_OFFSET + SLOT_LEN <= 1024, "fits the smallest page") };
+    }
+}

@@ -1,0 +1,135 @@
+//! Page allocation: which pages are free now, which were freed but may still be seen, and
+//! which the transaction under way has allocated.
+//!
+//! A page freed by commit N becomes reusable once no reader holds a snapshot older than N
+//! and commit N (or a later one) is durable, so that neither a reader nor crash recovery
+//! can still need its old contents (docs/design.md#page-reuse).
+
+use std::collections::{BTreeSet, HashSet};
+
+/// The allocator state that a write transaction works on and a commit persists.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FreeList {
+    /// Pages that may be overwritten now.
+    pub free: BTreeSet<u64>,
+    /// Pages freed by a commit that a reader or recovery may still need: `(page, freed_by)`.
+    pub pending: Vec<(u64, u64)>,
+    /// Pages allocated by the transaction under way (never seen by anyone else).
+    pub fresh: HashSet<u64>,
+    /// One past the highest page in use: the file's size in pages.
+    pub page_count: u64,
+}
+
+impl FreeList {
+    /// Makes pages freed by commits up to `upto` reusable.
+    pub fn release(&mut self, upto: u64) {
+        let free = &mut self.free;
+        self.pending.retain(|&(page, freed_by)| {
+            if freed_by <= upto {
+                free.insert(page);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// One page to write.
+    pub fn alloc(&mut self) -> u64 {
+        let page = self.free.pop_first().unwrap_or_else(|| {
+            self.page_count += 1;
+            self.page_count - 1
+        });
+        self.fresh.insert(page);
+        page
+    }
+
+    /// `n` contiguous pages; returns the first.
+    pub fn alloc_run(&mut self, n: u64) -> u64 {
+        if n <= 1 {
+            return self.alloc();
+        }
+        let mut start = None;
+        let (mut run_start, mut run_len, mut prev) = (0, 0, None);
+        for &p in &self.free {
+            if prev.is_some_and(|q: u64| q + 1 == p) {
+                run_len += 1;
+            } else {
+                run_start = p;
+                run_len = 1;
+            }
+            prev = Some(p);
+            if run_len == n {
+                start = Some(run_start);
+                break;
+            }
+        }
+        let first = start.unwrap_or_else(|| {
+            self.page_count += n;
+            self.page_count - n
+        });
+        for p in first..first + n {
+            self.free.remove(&p);
+            self.fresh.insert(p);
+        }
+        first
+    }
+
+    /// Gives back `page`, freed by transaction `txid`: at once if the transaction under
+    /// way allocated it, else when nobody can see it any more.
+    pub fn free(&mut self, page: u64, txid: u64) {
+        if self.fresh.remove(&page) {
+            self.free.insert(page);
+        } else {
+            self.pending.push((page, txid));
+        }
+    }
+
+    /// Every free page with the commit that freed it (0: reusable now), by page.
+    pub fn entries(&self) -> Vec<(u64, u64)> {
+        let mut e: Vec<(u64, u64)> = self.free.iter().map(|&p| (p, 0)).collect();
+        e.extend_from_slice(&self.pending);
+        e.sort_unstable();
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_pages_return_at_once_others_wait_for_release() {
+        let mut f = FreeList {
+            page_count: 2,
+            ..FreeList::default()
+        };
+        let a = f.alloc();
+        assert_eq!((a, f.page_count), (2, 3));
+        f.free(a, 5);
+        assert!(f.free.contains(&a), "fresh page reusable at once");
+        f.fresh.clear();
+        let b = f.alloc();
+        f.fresh.clear();
+        f.free(b, 5);
+        assert_eq!(f.pending, vec![(b, 5)]);
+        f.release(4);
+        assert!(!f.free.contains(&b));
+        f.release(5);
+        assert!(f.free.contains(&b) && f.pending.is_empty());
+    }
+
+    #[test]
+    fn runs_come_from_contiguous_free_pages_or_the_end() {
+        let mut f = FreeList {
+            page_count: 20,
+            ..FreeList::default()
+        };
+        f.free.extend([3, 5, 6, 7, 9]);
+        assert_eq!(f.alloc_run(3), 5);
+        assert_eq!(f.free.iter().copied().collect::<Vec<_>>(), vec![3, 9]);
+        assert_eq!(f.alloc_run(2), 20);
+        assert_eq!(f.page_count, 22);
+        assert_eq!(f.entries(), vec![(3, 0), (9, 0)]);
+    }
+}

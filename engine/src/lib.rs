@@ -1,0 +1,47 @@
+//! Cairn's storage engine: one file, a copy-on-write B+tree of checksummed pages, one
+//! writer and any number of readers on stable snapshots, named tables.
+//!
+//! ```
+//! use cairn_engine::Database;
+//!
+//! # fn main() -> cairn_engine::Result<()> {
+//! let db = Database::in_memory()?;
+//! let mut txn = db.begin_write()?;
+//! txn.create_table("fruit")?;
+//! txn.open_table("fruit")?.insert(b"apple", b"red")?;
+//! txn.commit()?;
+//!
+//! let read = db.begin_read()?;
+//! let fruit = read.open_table("fruit")?;
+//! assert_eq!(fruit.get(b"apple")?, Some(&b"red"[..]));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The file format and the commit protocol are described in `docs/design.md`.
+#![deny(unsafe_code)]
+
+mod btree;
+mod check;
+mod commit;
+mod db;
+mod error;
+mod format;
+mod freelist;
+mod lock;
+mod pager;
+mod read_txn;
+mod recovery;
+mod stats;
+pub mod storage;
+mod table;
+mod write_txn;
+
+pub use check::{CheckReport, Problem};
+pub use db::{Builder, Database, Durability};
+pub use error::{Error, Result};
+pub use format::{MAX_PAGE_SIZE, MAX_VALUE_LEN, MIN_PAGE_SIZE, max_key_len};
+pub use read_txn::ReadTxn;
+pub use stats::Stats;
+pub use table::{Range, Table, TableInfo, TableMut};
+pub use write_txn::WriteTxn;

@@ -1,0 +1,117 @@
+//! Read transactions: a registered, stable snapshot.
+
+use std::sync::Arc;
+
+use crate::btree::{Pages, RangeIter};
+use crate::db::Inner;
+use crate::error::{Error, Result};
+use crate::format::TableMeta;
+use crate::pager::Snapshot;
+use crate::table::{Table, TableInfo};
+
+/// A read-only view of one committed state. It never blocks the writer nor is blocked by
+/// it; pages it can see are not reused until it is dropped. `Send`, so it can move to
+/// another thread.
+#[derive(Debug)]
+pub struct ReadTxn {
+    inner: Arc<Inner>,
+    snapshot: Arc<Snapshot>,
+}
+
+impl ReadTxn {
+    pub(crate) fn new(inner: Arc<Inner>) -> ReadTxn {
+        let snapshot = {
+            let mut state = inner.state();
+            let snapshot = state.latest.clone();
+            *state.readers.entry(snapshot.txid()).or_insert(0) += 1;
+            snapshot
+        };
+        ReadTxn { inner, snapshot }
+    }
+
+    /// The id of the commit this transaction sees.
+    pub fn txid(&self) -> u64 {
+        self.snapshot.txid()
+    }
+
+    fn pages(&self) -> Pages<'_> {
+        Pages {
+            snapshot: &self.snapshot,
+            dirty: None,
+        }
+    }
+
+    /// The table called `name`.
+    ///
+    /// # Errors
+    /// [`Error::TableNotFound`], or corruption found on the way.
+    pub fn open_table(&self, name: &str) -> Result<Table<'_>> {
+        let meta = catalog_get(self.pages(), self.snapshot.slot.catalog, name)?
+            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        Ok(Table::new(self.pages(), meta))
+    }
+
+    /// Every table with its entry count, by name.
+    ///
+    /// # Errors
+    /// Corruption found in the catalog.
+    pub fn list_tables(&self) -> Result<Vec<TableInfo>> {
+        list_catalog(self.pages(), self.snapshot.slot.catalog)
+    }
+}
+
+impl Drop for ReadTxn {
+    fn drop(&mut self) {
+        let mut state = self.inner.state();
+        let txid = self.snapshot.txid();
+        if let Some(n) = state.readers.get_mut(&txid) {
+            *n -= 1;
+            if *n == 0 {
+                state.readers.remove(&txid);
+            }
+        }
+    }
+}
+
+fn catalog_root(r: crate::format::ChildRef) -> Option<crate::format::ChildRef> {
+    (r.page != 0).then_some(r)
+}
+
+/// The catalog entry of table `name`.
+pub(crate) fn catalog_get(
+    pages: Pages<'_>,
+    catalog: crate::format::ChildRef,
+    name: &str,
+) -> Result<Option<TableMeta>> {
+    let Some(v) = pages.get(catalog_root(catalog), name.as_bytes())? else {
+        return Ok(None);
+    };
+    TableMeta::decode(v)
+        .map(Some)
+        .ok_or_else(|| Error::corrupt(catalog.page, format!("bad catalog entry for {name:?}")))
+}
+
+/// Every table in the catalog.
+pub(crate) fn list_catalog(
+    pages: Pages<'_>,
+    catalog: crate::format::ChildRef,
+) -> Result<Vec<TableInfo>> {
+    let mut out = Vec::new();
+    let iter = RangeIter::new(
+        pages,
+        catalog_root(catalog),
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Unbounded,
+    )?;
+    let mut iter = iter;
+    while let Some(entry) = iter.advance(true) {
+        let (name, v) = entry?;
+        let meta = TableMeta::decode(v)
+            .ok_or_else(|| Error::corrupt(catalog.page, "bad catalog entry"))?;
+        out.push(TableInfo {
+            name: String::from_utf8_lossy(name).into_owned(),
+            len: meta.len,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,251 @@
+//! Opening a file: reading the header, choosing the commit slot to trust, and verifying
+//! the pages that commit wrote since the last one known durable.
+//!
+//! Protocol and failure analysis: docs/design.md#recovery.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::header::HeaderError;
+use crate::format::{
+    FORMAT_VERSION, HEADER_LEN, Header, MAGIC, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PageKind, SLOT_LEN,
+    SLOT_OFFSET, Slot, TableMeta, ValueRef, decode_freelist, page_kind, page_txid,
+};
+use crate::freelist::FreeList;
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
+use crate::storage::Storage;
+
+/// The state a file opened at.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    pub snapshot: Snapshot,
+    pub freelist: FreeList,
+    /// The slot (0 or 1) the commit was read from.
+    pub slot_index: usize,
+}
+
+/// Writes the header and a first, empty commit into an empty store.
+pub(crate) fn initialise(storage: &dyn Storage, page_size: usize) -> Result<()> {
+    let p = page_size as u64;
+    storage.resize(2 * p)?;
+    let header = Header {
+        version: FORMAT_VERSION,
+        page_size: page_size as u32,
+    }
+    .encode();
+    storage.write(0, &header)?;
+    storage.write(p, &header)?;
+    let slot = Slot {
+        txid: 1,
+        durable_txid: 1,
+        page_count: FIRST_DATA_PAGE,
+        ..Slot::default()
+    };
+    storage.write(SLOT_OFFSET as u64, &slot.encode())?;
+    storage.sync()?;
+    Ok(())
+}
+
+fn read_header(storage: &dyn Storage) -> Result<Header> {
+    let len = storage.len();
+    if len == 0 {
+        return Err(Error::EmptyFile);
+    }
+    let n = len.min(HEADER_LEN as u64) as usize;
+    let mut b = [0u8; HEADER_LEN];
+    storage.read(0, &mut b[..n])?;
+    let header = match Header::decode(&b[..n]) {
+        Ok(h) => h,
+        Err(HeaderError::NotCairn) => {
+            return Err(if n < MAGIC.len() && MAGIC.starts_with(&b[..n]) {
+                Error::Truncated {
+                    len,
+                    expected: HEADER_LEN as u64,
+                }
+            } else {
+                Error::NotADatabase
+            });
+        }
+        Err(HeaderError::Damaged) if n < HEADER_LEN => {
+            return Err(Error::Truncated {
+                len,
+                expected: HEADER_LEN as u64,
+            });
+        }
+        // The copy in page 1 sits one page in; the page size says where that is.
+        Err(HeaderError::Damaged) => (MIN_PAGE_SIZE.trailing_zeros()
+            ..=MAX_PAGE_SIZE.trailing_zeros())
+            .map(|shift| 1u64 << shift)
+            .filter(|&at| at + HEADER_LEN as u64 <= len)
+            .find_map(|at| {
+                storage.read(at, &mut b).ok()?;
+                Header::decode(&b)
+                    .ok()
+                    .filter(|h| u64::from(h.page_size) == at)
+            })
+            .ok_or_else(|| Error::corrupt(0, "file header damaged in both copies"))?,
+    };
+    if header.version > FORMAT_VERSION {
+        return Err(Error::VersionTooNew {
+            found: header.version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let p = header.page_size as usize;
+    if header.version == 0 || !p.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&p)
+    {
+        return Err(Error::corrupt(
+            0,
+            "file header holds an invalid version or page size",
+        ));
+    }
+    if len < 2 * p as u64 {
+        return Err(Error::Truncated {
+            len,
+            expected: 2 * p as u64,
+        });
+    }
+    Ok(header)
+}
+
+/// Opens the newest commit whose pages are intact. With `writable`, the chosen state is
+/// synced, so that it counts as durable from here on.
+pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
+    let header = read_header(storage)?;
+    let page_size = header.page_size as usize;
+    let len = storage.len();
+    let mut slots = Vec::new();
+    let mut reasons = [String::new(), String::new()];
+    for (i, reason) in reasons.iter_mut().enumerate() {
+        let mut b = [0u8; SLOT_LEN];
+        storage.read((i * page_size + SLOT_OFFSET) as u64, &mut b)?;
+        match Slot::decode(&b) {
+            Some(s) => slots.push((s, i)),
+            None => *reason = "never written, torn or damaged (checksum mismatch)".into(),
+        }
+    }
+    // Newest first; of two copies of one commit, the one that knows it is durable.
+    slots.sort_by_key(|(s, _)| std::cmp::Reverse((s.txid, s.durable_txid)));
+    let mut shortest_needed = None;
+    for (slot, i) in slots {
+        let needed = slot.page_count.saturating_mul(page_size as u64);
+        if needed > len || slot.page_count < FIRST_DATA_PAGE {
+            reasons[i] = format!("commit {} needs {needed} bytes", slot.txid);
+            shortest_needed = shortest_needed.min(Some(needed)).or(Some(needed));
+            continue;
+        }
+        let snapshot = Snapshot {
+            slot,
+            page_size,
+            region: storage.region(),
+            verified: Arc::new(VerifiedSet::with_capacity(slot.page_count)),
+        };
+        match verify_commit(&snapshot).and_then(|free| freelist(&snapshot, free)) {
+            Ok(freelist) => {
+                if writable {
+                    storage.sync()?;
+                }
+                return Ok(Opened {
+                    snapshot,
+                    freelist,
+                    slot_index: i,
+                });
+            }
+            Err(e) => reasons[i] = format!("commit {}: {e}", slot.txid),
+        }
+    }
+    if let Some(expected) = shortest_needed
+        && reasons
+            .iter()
+            .all(|r| r.contains("needs") || r.contains("never written"))
+    {
+        return Err(Error::Truncated { len, expected });
+    }
+    let [slot0, slot1] = reasons;
+    Err(Error::NoValidCommit { slot0, slot1 })
+}
+
+/// Checks every page written since the slot's last durable commit (and each child of
+/// those), following the checksums down from the slot; returns the freelist entries.
+fn verify_commit(snap: &Snapshot) -> Result<Vec<(u64, u64)>> {
+    let s = snap.slot;
+    let entries = if s.freelist_page == 0 {
+        Vec::new()
+    } else {
+        let len = usize::try_from(s.freelist_len)
+            .map_err(|_| Error::corrupt(s.freelist_page, "freelist length out of range"))?;
+        let bytes = snap.raw(s.freelist_page, len)?;
+        verify(s.freelist_page, bytes, s.freelist_crc)?;
+        if page_kind(bytes) != Some(PageKind::Freelist) {
+            return Err(Error::corrupt(s.freelist_page, "expected a freelist page"));
+        }
+        decode_freelist(bytes)
+            .ok_or_else(|| Error::corrupt(s.freelist_page, "freelist length mismatch"))?
+    };
+    if s.catalog.page != 0 {
+        walk_new(snap, s.catalog, true, 0)?;
+    }
+    Ok(entries)
+}
+
+fn walk_new(
+    snap: &Snapshot,
+    r: crate::format::ChildRef,
+    catalog: bool,
+    depth: usize,
+) -> Result<()> {
+    if depth > crate::btree::MAX_DEPTH {
+        return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
+    }
+    let page = snap.page(r)?;
+    if page_txid(page).unwrap_or(0) <= snap.slot.durable_txid {
+        return Ok(());
+    }
+    match snap.tree_page(r)? {
+        TreePage::Branch(b) => {
+            for i in 0..=b.keys() {
+                walk_new(snap, b.child(i)?, catalog, depth + 1)?;
+            }
+        }
+        TreePage::Leaf(l) => {
+            for i in 0..l.len() {
+                match l.entry(i)? {
+                    (name, ValueRef::Inline(v)) if catalog => {
+                        let meta = TableMeta::decode(v).ok_or_else(|| {
+                            Error::corrupt(r.page, format!("bad catalog entry for {name:?}"))
+                        })?;
+                        if let Some(root) = meta.root {
+                            walk_new(snap, root, false, 0)?;
+                        }
+                    }
+                    (_, ValueRef::Overflow(o)) if !catalog => {
+                        snap.overflow(o)?;
+                    }
+                    (_, ValueRef::Inline(_)) => {}
+                    (_, ValueRef::Overflow(_)) => {
+                        return Err(Error::corrupt(r.page, "overflow value in the catalog"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The allocator state of a freshly opened file: every listed page is free, since no
+/// reader is left and the opened commit is durable.
+fn freelist(snap: &Snapshot, entries: Vec<(u64, u64)>) -> Result<FreeList> {
+    let mut f = FreeList {
+        page_count: snap.slot.page_count,
+        ..FreeList::default()
+    };
+    for (page, _) in entries {
+        if page < FIRST_DATA_PAGE || page >= f.page_count || !f.free.insert(page) {
+            return Err(Error::corrupt(
+                snap.slot.freelist_page,
+                format!("freelist lists page {page} outside the file or twice"),
+            ));
+        }
+    }
+    Ok(f)
+}

@@ -1,0 +1,120 @@
+//! Statistics of a snapshot, like `bbolt stats`.
+
+use crate::btree::MAX_DEPTH;
+use crate::error::{Error, Result};
+use crate::format::{
+    BRANCH_HEADER, ChildRef, LEAF_HEADER, TableMeta, ValueRef, branch_entry_size, leaf_entry_size,
+};
+use crate::pager::{Snapshot, TreePage};
+
+/// What [`crate::Database::stats`] reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// The commit described.
+    pub txid: u64,
+    pub page_size: usize,
+    /// The file's length in bytes (may exceed `page_count * page_size`: space reserved ahead).
+    pub file_size: u64,
+    /// Pages the commit spans.
+    pub page_count: u64,
+    pub tables: u64,
+    pub entries: u64,
+    /// The depth of the deepest table tree (1: a single leaf; 0: all tables empty).
+    pub depth: usize,
+    pub branch_pages: u64,
+    pub leaf_pages: u64,
+    pub overflow_pages: u64,
+    pub freelist_pages: u64,
+    pub free_pages: u64,
+    /// Bytes used in branch and leaf pages divided by their total size.
+    pub fill_factor: f64,
+}
+
+struct Walk<'a> {
+    snap: &'a Snapshot,
+    stats: Stats,
+    used_bytes: u64,
+}
+
+impl Walk<'_> {
+    fn tree(&mut self, r: ChildRef, catalog: bool, depth: usize) -> Result<usize> {
+        if depth > MAX_DEPTH {
+            return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
+        }
+        match self.snap.tree_page(r)? {
+            TreePage::Branch(b) => {
+                self.stats.branch_pages += 1;
+                let mut used = BRANCH_HEADER;
+                let mut deepest = 0;
+                for i in 0..b.keys() {
+                    used += branch_entry_size(b.key(i)?.len());
+                }
+                self.used_bytes += used as u64;
+                for i in 0..=b.keys() {
+                    deepest = deepest.max(self.tree(b.child(i)?, catalog, depth + 1)?);
+                }
+                Ok(deepest + 1)
+            }
+            TreePage::Leaf(l) => {
+                self.stats.leaf_pages += 1;
+                let mut used = LEAF_HEADER;
+                for i in 0..l.len() {
+                    let (k, v) = l.entry(i)?;
+                    used += leaf_entry_size(k.len(), &v);
+                    match v {
+                        ValueRef::Inline(v) if catalog => {
+                            let meta = TableMeta::decode(v)
+                                .ok_or_else(|| Error::corrupt(r.page, "bad catalog entry"))?;
+                            self.stats.tables += 1;
+                            self.stats.entries += meta.len;
+                            if let Some(root) = meta.root {
+                                let d = self.tree(root, false, 0)?;
+                                self.stats.depth = self.stats.depth.max(d);
+                            }
+                        }
+                        ValueRef::Overflow(o) => {
+                            self.stats.overflow_pages += o.pages(self.snap.page_size);
+                        }
+                        ValueRef::Inline(_) => {}
+                    }
+                }
+                self.used_bytes += used as u64;
+                Ok(1)
+            }
+        }
+    }
+}
+
+/// Statistics of `snap`, in a file of `file_size` bytes.
+pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
+    let s = snap.slot;
+    let p = snap.page_size as u64;
+    let mut w = Walk {
+        snap,
+        stats: Stats {
+            txid: s.txid,
+            page_size: snap.page_size,
+            file_size,
+            page_count: s.page_count,
+            freelist_pages: if s.freelist_page == 0 {
+                0
+            } else {
+                s.freelist_len.div_ceil(p)
+            },
+            free_pages: s
+                .freelist_len
+                .saturating_sub(crate::format::freelist_len(0) as u64)
+                / 16,
+            ..Stats::default()
+        },
+        used_bytes: 0,
+    };
+    if s.catalog.page != 0 {
+        w.tree(s.catalog, true, 0)?;
+    }
+    let tree_pages = w.stats.branch_pages + w.stats.leaf_pages;
+    if tree_pages > 0 {
+        w.stats.fill_factor = w.used_bytes as f64 / (tree_pages * p) as f64;
+    }
+    Ok(w.stats)
+}

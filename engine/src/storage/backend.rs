@@ -1,0 +1,60 @@
+//! The storage trait every backend implements.
+
+use std::io;
+use std::sync::Arc;
+
+use super::Region;
+
+/// The byte store under a database: read, write, sync, length, resize.
+///
+/// Invariants the engine keeps, which backends may rely on:
+/// - bytes that any live snapshot can see are never written;
+/// - [`Storage::region`] is called again after [`Storage::resize`] to see new space.
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// The current length in bytes.
+    fn len(&self) -> u64;
+
+    /// Whether the store is zero bytes long.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A readable view covering at least the first [`Storage::len`] bytes. A view stays
+    /// valid (and keeps showing later writes to the bytes it covers) for as long as it is held.
+    fn region(&self) -> Arc<Region>;
+
+    /// Copies `buf.len()` bytes starting at `offset` into `buf`.
+    ///
+    /// # Errors
+    /// An `UnexpectedEof` error when the range is past the end.
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let region = self.region();
+        let len = self.len();
+        let bytes = region.bytes(offset, buf.len(), len).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past the end of the file",
+            )
+        })?;
+        buf.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`; the range must lie within [`Storage::len`].
+    ///
+    /// # Errors
+    /// Any I/O error of the operating system.
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+
+    /// Makes every completed write durable.
+    ///
+    /// # Errors
+    /// Any I/O error of the operating system; the writes may or may not be durable.
+    fn sync(&self) -> io::Result<()>;
+
+    /// Sets the length, growing with zeros or shrinking.
+    ///
+    /// # Errors
+    /// Any I/O error of the operating system (a full disk, say).
+    fn resize(&self, len: u64) -> io::Result<()>;
+}

@@ -1,0 +1,15 @@
+//! All file I/O: one trait, [`Storage`], and its backends.
+//!
+//! Reads go through a [`Region`] (a memory map, or anonymous memory for the in-memory
+//! backend); writes are positioned writes. `region.rs` is the only module of the
+//! engine with `unsafe` code.
+
+mod backend;
+mod file;
+mod memory;
+mod region;
+
+pub use backend::Storage;
+pub use file::FileStorage;
+pub use memory::MemoryStorage;
+pub use region::Region;

@@ -1,0 +1,272 @@
+//! The write transaction: the one writer's private, copy-on-write view of the database.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::btree::{Dirty, Pages, TreeWriter};
+use crate::db::{Durability, Inner, WriterState};
+use crate::error::{Error, Result};
+use crate::format::{ChildRef, TableMeta, max_key_len};
+use crate::freelist::FreeList;
+use crate::pager::Snapshot;
+use crate::read_txn::{catalog_get, list_catalog};
+use crate::table::{TableInfo, TableMut};
+
+/// A table's state as loaded from the catalog and as this transaction has changed it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableState {
+    pub loaded: Option<TableMeta>,
+    pub current: TableMeta,
+}
+
+/// The write transaction. There is one at a time per database; `begin_write` waits for
+/// the previous one to end. Dropping it without [`WriteTxn::commit`] rolls it back.
+#[derive(Debug)]
+pub struct WriteTxn {
+    pub(crate) inner: Arc<Inner>,
+    /// The writer state as it was at the start: put back unchanged on rollback.
+    pub(crate) original: Option<WriterState>,
+    pub(crate) base: Arc<Snapshot>,
+    pub(crate) dirty: Dirty,
+    pub(crate) freelist: FreeList,
+    pub(crate) catalog: Option<ChildRef>,
+    pub(crate) tables: HashMap<String, TableState>,
+    pub(crate) txid: u64,
+    pub(crate) durability: Durability,
+}
+
+impl WriteTxn {
+    pub(crate) fn new(inner: Arc<Inner>) -> Result<WriteTxn> {
+        let mut ws = inner.take_writer()?;
+        let (base, oldest_reader) = {
+            let state = inner.state();
+            (
+                state.latest.clone(),
+                state.readers.keys().next().copied().unwrap_or(u64::MAX),
+            )
+        };
+        // Pages freed by commit N are reusable once N is durable and no reader is older.
+        ws.freelist.release(ws.durable_txid.min(oldest_reader));
+        let mut freelist = ws.freelist.clone();
+        freelist.fresh.clear();
+        let catalog = base.slot.catalog;
+        Ok(WriteTxn {
+            txid: ws.next_txid,
+            durability: inner.durability,
+            inner,
+            original: Some(ws),
+            base,
+            dirty: Dirty::default(),
+            freelist,
+            catalog: (catalog.page != 0).then_some(catalog),
+            tables: HashMap::new(),
+        })
+    }
+
+    /// The id this transaction's commit will have.
+    pub fn txid(&self) -> u64 {
+        self.txid
+    }
+
+    /// Sets the durability of this transaction's commit.
+    pub fn set_durability(&mut self, d: Durability) {
+        self.durability = d;
+    }
+
+    pub(crate) fn pages(&self) -> Pages<'_> {
+        Pages {
+            snapshot: &self.base,
+            dirty: Some(&self.dirty),
+        }
+    }
+
+    pub(crate) fn max_key_len(&self) -> usize {
+        max_key_len(self.base.page_size)
+    }
+
+    pub(crate) fn table_meta(&self, name: &str) -> TableMeta {
+        self.tables.get(name).map(|t| t.current).unwrap_or_default()
+    }
+
+    /// Runs `f` on the tree of table `name` (loaded by `open_table`).
+    pub(crate) fn with_tree<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut TreeWriter<'_>, &mut TableMeta) -> Result<T>,
+    ) -> Result<T> {
+        let WriteTxn {
+            base,
+            dirty,
+            freelist,
+            tables,
+            txid,
+            ..
+        } = self;
+        let state = tables
+            .get_mut(name)
+            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        let mut w = TreeWriter {
+            snapshot: base,
+            dirty,
+            alloc: freelist,
+            txid: *txid,
+        };
+        f(&mut w, &mut state.current)
+    }
+
+    /// Runs `f` on the catalog tree.
+    pub(crate) fn with_catalog<T>(
+        &mut self,
+        f: impl FnOnce(&mut TreeWriter<'_>, &mut Option<ChildRef>) -> Result<T>,
+    ) -> Result<T> {
+        let mut w = TreeWriter {
+            snapshot: &self.base,
+            dirty: &mut self.dirty,
+            alloc: &mut self.freelist,
+            txid: self.txid,
+        };
+        f(&mut w, &mut self.catalog)
+    }
+
+    fn load(&mut self, name: &str) -> Result<Option<TableMeta>> {
+        if let Some(t) = self.tables.get(name) {
+            return Ok(Some(t.current));
+        }
+        let catalog = self.catalog.unwrap_or_default();
+        let Some(meta) = catalog_get(self.pages(), catalog, name)? else {
+            return Ok(None);
+        };
+        self.tables.insert(
+            name.to_owned(),
+            TableState {
+                loaded: Some(meta),
+                current: meta,
+            },
+        );
+        Ok(Some(meta))
+    }
+
+    /// Creates an empty table.
+    ///
+    /// # Errors
+    /// [`Error::TableExists`], [`Error::InvalidTableName`] for an empty name or one longer
+    /// than the key limit.
+    pub fn create_table(&mut self, name: &str) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::InvalidTableName(
+                name.to_owned(),
+                "names cannot be empty",
+            ));
+        }
+        if name.len() > self.max_key_len() {
+            return Err(Error::InvalidTableName(
+                name.to_owned(),
+                "longer than the key limit",
+            ));
+        }
+        if self.load(name)?.is_some() {
+            return Err(Error::TableExists(name.to_owned()));
+        }
+        let meta = TableMeta::default();
+        self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))?;
+        self.tables.insert(
+            name.to_owned(),
+            TableState {
+                loaded: Some(meta),
+                current: meta,
+            },
+        );
+        Ok(())
+    }
+
+    /// The table called `name`, for reading and writing.
+    ///
+    /// # Errors
+    /// [`Error::TableNotFound`], or corruption found in the catalog.
+    pub fn open_table(&mut self, name: &str) -> Result<TableMut<'_>> {
+        if self.load(name)?.is_none() {
+            return Err(Error::TableNotFound(name.to_owned()));
+        }
+        Ok(TableMut::new(self, name.to_owned()))
+    }
+
+    /// Whether a table called `name` exists.
+    ///
+    /// # Errors
+    /// Corruption found in the catalog.
+    pub fn table_exists(&mut self, name: &str) -> Result<bool> {
+        Ok(self.load(name)?.is_some())
+    }
+
+    /// Deletes table `name` and all its entries.
+    ///
+    /// # Errors
+    /// [`Error::TableNotFound`], or corruption found while freeing its pages.
+    pub fn drop_table(&mut self, name: &str) -> Result<()> {
+        let meta = self
+            .load(name)?
+            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        self.with_catalog(|w, root| {
+            if let Some(r) = meta.root {
+                w.free_tree(r)?;
+            }
+            w.remove(root, name.as_bytes())
+        })?;
+        self.tables.remove(name);
+        Ok(())
+    }
+
+    /// Every table with its entry count, as this transaction sees them.
+    ///
+    /// # Errors
+    /// Corruption found in the catalog.
+    pub fn list_tables(&self) -> Result<Vec<TableInfo>> {
+        let mut list = list_catalog(self.pages(), self.catalog.unwrap_or_default())?;
+        for t in &mut list {
+            if let Some(state) = self.tables.get(&t.name) {
+                t.len = state.current.len;
+            }
+        }
+        Ok(list)
+    }
+
+    /// Makes the transaction's changes visible to new readers and, with `Immediate`
+    /// durability, durable before returning.
+    ///
+    /// # Errors
+    /// An I/O error: the commit did not happen, and the database stays at its last commit.
+    pub fn commit(mut self) -> Result<()> {
+        let Some(original) = self.original.take() else {
+            return Ok(());
+        };
+        match self.write_commit(&original) {
+            Ok(ws) => {
+                self.inner.put_writer(ws);
+                Ok(())
+            }
+            Err(e) => {
+                let mut ws = original;
+                ws.next_txid = self.txid + 1;
+                self.inner.put_writer(ws);
+                Err(e)
+            }
+        }
+    }
+
+    /// Discards the transaction's changes.
+    pub fn rollback(mut self) {
+        self.rollback_in_place();
+    }
+
+    fn rollback_in_place(&mut self) {
+        if let Some(ws) = self.original.take() {
+            self.inner.put_writer(ws);
+        }
+    }
+}
+
+impl Drop for WriteTxn {
+    fn drop(&mut self) {
+        self.rollback_in_place();
+    }
+}
