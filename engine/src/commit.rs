@@ -138,7 +138,7 @@ impl WriteTxn {
             as u64)
             .div_ceil(p);
         let freelist_page = self.freelist.alloc_run(run_pages);
-        let encoded = encode_freelist(txid, &self.freelist.entries());
+        let encoded = encode_freelist(txid, &self.freelist.entries(), (run_pages * p) as usize);
         let freelist_crc = checksum(freelist_page, &encoded);
         let freelist_bytes = encoded.len() as u64;
         out.push((freelist_page, encoded.into_boxed_slice()));

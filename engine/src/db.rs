@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::format::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+use crate::format::{MAX_PAGE_SIZE, MIN_PAGE_SIZE, SLOT_OFFSET, Slot};
 use crate::freelist::FreeList;
 use crate::pager::Snapshot;
 use crate::read_txn::ReadTxn;
@@ -256,24 +256,33 @@ fn slot_of(txid: u64, ws: &WriterState) -> usize {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Closing makes Eventual commits durable. Errors cannot be reported from drop;
-        // `Database::sync` reports them to callers who need to know.
-        if let Some(ws) = self
-            .writer
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_mut()
-        {
-            let latest = self
-                .state
-                .get_mut()
-                .unwrap_or_else(PoisonError::into_inner)
-                .latest
-                .txid();
-            if ws.durable_txid < latest {
-                let _ = self.storage.sync();
-            }
+        // Errors cannot be reported from drop; `Database::sync` reports them to callers
+        // who need to know, and an unsealed file is still consistent.
+        let _ = self.seal();
+    }
+}
+
+impl Inner {
+    /// Closes cleanly: makes every commit durable, then writes a copy of the newest slot
+    /// that records itself as durable into the other slot, so that the next open has no
+    /// pages to verify and damage found later is reported, not mistaken for a torn commit.
+    fn seal(&self) -> Result<()> {
+        let Some(mut ws) = self.writer.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+            return Ok(());
+        };
+        self.sync_with(&mut ws)?;
+        let latest = self.state().latest.slot;
+        if latest.durable_txid < latest.txid {
+            let sealed = Slot {
+                durable_txid: latest.txid,
+                ..latest
+            };
+            let other = 1 - ws.durable_slot;
+            let at = other as u64 * self.page_size as u64 + SLOT_OFFSET as u64;
+            self.storage.write(at, &sealed.encode())?;
+            self.storage.sync()?;
         }
+        Ok(())
     }
 }
 

@@ -1,1 +1,51 @@
-//! Test-only package: see `tests/`.
+//! Helpers shared by Cairn's integration tests (the tests themselves are in `tests/`).
+
+use std::ops::Deref;
+
+use cairn_engine::Database;
+
+/// A database that runs the integrity check when dropped, failing the test on a problem.
+#[derive(Debug)]
+pub struct Checked(pub Database);
+
+impl Deref for Checked {
+    type Target = Database;
+    fn deref(&self) -> &Database {
+        &self.0
+    }
+}
+
+impl Drop for Checked {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        match self.0.check() {
+            Ok(report) => assert!(report.is_ok(), "integrity check failed: {:?}", report.problems),
+            Err(e) => panic!("integrity check could not run: {e}"),
+        }
+    }
+}
+
+/// The seed for a random test: `CAIRN_SEED` if set, else a fresh one. Printed, so that a
+/// failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+    eprintln!("{test}: CAIRN_SEED={seed}");
+    seed
+}
+
+/// A number from the environment variable `name`, or `default` (to scale tests up by hand).
+pub fn scale(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}

@@ -1,0 +1,209 @@
+//! Random operations on several tables, checked against a `BTreeMap` model: inserts,
+//! removes, gets, ranges both ways, commits, rollbacks, table drops and reopening the file,
+//! with the integrity check clean after every reopen.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use cairn_engine::{Database, Durability, Error};
+use cairn_tests::{Checked, scale, seed};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+const TABLES: [&str; 3] = ["alpha", "beta", "gamma"];
+
+fn key(rng: &mut SmallRng, max: usize) -> Vec<u8> {
+    match rng.random_range(0..10) {
+        0 => Vec::new(),
+        1 => (0..max).map(|_| rng.random()).collect(),
+        2 => (0..rng.random_range(0..=max)).map(|_| rng.random()).collect(),
+        // Short keys from a small alphabet, so that keys collide and ranges hit.
+        _ => (0..rng.random_range(1..4)).map(|_| b'a' + rng.random_range(0..6)).collect(),
+    }
+}
+
+fn value(rng: &mut SmallRng) -> Vec<u8> {
+    let len = match rng.random_range(0..100) {
+        0 => rng.random_range(0..=1 << 20),
+        1..=5 => rng.random_range(0..20_000),
+        _ => rng.random_range(0..64),
+    };
+    let byte: u8 = rng.random();
+    (0..len).map(|i| byte.wrapping_add(i as u8)).collect()
+}
+
+fn bound(rng: &mut SmallRng, max: usize) -> Bound<Vec<u8>> {
+    match rng.random_range(0..3) {
+        0 => Bound::Unbounded,
+        1 => Bound::Included(key(rng, max)),
+        _ => Bound::Excluded(key(rng, max)),
+    }
+}
+
+fn open(path: &std::path::Path, page_size: usize) -> Checked {
+    let db = Database::builder()
+        .page_size(page_size)
+        .durability(Durability::Eventual)
+        .create(path)
+        .unwrap_or_else(|e| panic!("open: {e}"));
+    let report = db.check().unwrap_or_else(|e| panic!("check: {e}"));
+    assert!(report.is_ok(), "after open: {:?}", report.problems);
+    Checked(db)
+}
+
+fn assert_matches(db: &Database, model: &Model) -> Result<(), Error> {
+    let r = db.begin_read()?;
+    let listed: Vec<(String, u64)> = r.list_tables()?.into_iter().map(|t| (t.name, t.len)).collect();
+    let expected: Vec<(String, u64)> = model.iter().map(|(n, m)| (n.clone(), m.len() as u64)).collect();
+    assert_eq!(listed, expected);
+    for (name, m) in model {
+        let t = r.open_table(name)?;
+        let all: Vec<(Vec<u8>, Vec<u8>)> = t
+            .iter()?
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()?;
+        let want: Vec<(Vec<u8>, Vec<u8>)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert!(all == want, "table {name} differs from the model");
+    }
+    Ok(())
+}
+
+fn run(seed: u64, ops: usize, page_size: usize) -> Result<(), Error> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("model.cairn");
+    let mut db = open(&path, page_size);
+    let max = db.max_key_len();
+    let mut committed: Model = BTreeMap::new();
+    let mut txn = db.begin_write()?;
+    let mut working = committed.clone();
+    for step in 0..ops {
+        let name = TABLES[rng.random_range(0..TABLES.len())];
+        match rng.random_range(0..100) {
+            0..=34 => {
+                let (k, v) = (key(&mut rng, max), value(&mut rng));
+                if let Some(m) = working.get_mut(name) {
+                    let existed = txn.open_table(name)?.insert(&k, &v)?;
+                    assert_eq!(existed, m.insert(k, v).is_some(), "step {step}");
+                } else {
+                    assert!(matches!(txn.open_table(name), Err(Error::TableNotFound(_))));
+                }
+            }
+            35..=49 => {
+                if let Some(m) = working.get_mut(name) {
+                    // Remove an existing key most of the time.
+                    let k = match m.keys().nth(rng.random_range(0..m.len().max(1))) {
+                        Some(k) if rng.random_bool(0.8) => k.clone(),
+                        _ => key(&mut rng, max),
+                    };
+                    let existed = txn.open_table(name)?.remove(&k)?;
+                    assert_eq!(existed, m.remove(&k).is_some(), "step {step}");
+                }
+            }
+            50..=59 => {
+                if let Some(m) = working.get(name) {
+                    let k = key(&mut rng, max);
+                    let t = txn.open_table(name)?;
+                    assert_eq!(t.get(&k)?, m.get(&k).map(|v| &v[..]), "step {step}");
+                    assert_eq!(t.len(), m.len() as u64);
+                }
+            }
+            60..=69 => {
+                if let Some(m) = working.get(name) {
+                    let (lo, hi) = (bound(&mut rng, max), bound(&mut rng, max));
+                    let reverse = rng.random_bool(0.5);
+                    let limit = rng.random_range(0..50);
+                    let t = txn.open_table(name)?;
+                    let got: Vec<(Vec<u8>, Vec<u8>)> = {
+                        let r = t.range::<[u8], _>((as_ref(&lo), as_ref(&hi)))?;
+                        let items: Box<dyn Iterator<Item = _>> =
+                            if reverse { Box::new(r.rev()) } else { Box::new(r) };
+                        items
+                            .take(limit)
+                            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                            .collect::<Result<_, _>>()?
+                    };
+                    let valid = match (&lo, &hi) {
+                        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+                            a < b || (a == b && matches!((&lo, &hi), (Bound::Included(_), Bound::Included(_))))
+                        }
+                        _ => true,
+                    };
+                    let want: Vec<(Vec<u8>, Vec<u8>)> = if !valid {
+                        Vec::new()
+                    } else {
+                        let r = m.range::<Vec<u8>, _>((lo.clone(), hi.clone()));
+                        let items: Box<dyn Iterator<Item = _>> =
+                            if reverse { Box::new(r.rev()) } else { Box::new(r) };
+                        items.take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
+                    };
+                    assert!(got == want, "step {step}: range {lo:?}..{hi:?} rev={reverse}");
+                    if let Some((k, _)) = m.first_key_value() {
+                        assert_eq!(t.first()?.map(|(k, _)| k.to_vec()), Some(k.clone()));
+                    }
+                    if let Some((k, _)) = m.last_key_value() {
+                        assert_eq!(t.last()?.map(|(k, _)| k.to_vec()), Some(k.clone()));
+                    }
+                }
+            }
+            70..=74 => {
+                if working.contains_key(name) {
+                    if rng.random_bool(0.3) {
+                        txn.drop_table(name)?;
+                        working.remove(name);
+                    }
+                } else {
+                    txn.create_table(name)?;
+                    working.insert(name.to_owned(), BTreeMap::new());
+                }
+            }
+            75..=87 => {
+                if rng.random_bool(0.5) {
+                    txn.set_durability(Durability::Immediate);
+                }
+                txn.commit()?;
+                committed = working.clone();
+                txn = db.begin_write()?;
+            }
+            88..=93 => {
+                txn.rollback();
+                working = committed.clone();
+                txn = db.begin_write()?;
+            }
+            _ => {
+                // Reopen: the open transaction is rolled back when dropped.
+                drop(txn);
+                working = committed.clone();
+                drop(db);
+                db = open(&path, page_size);
+                assert_matches(&db, &committed)?;
+                txn = db.begin_write()?;
+            }
+        }
+    }
+    txn.commit()?;
+    assert_matches(&db, &working)?;
+    drop(db);
+    let db = open(&path, page_size);
+    assert_matches(&db, &working)
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+#[test]
+fn random_operations_match_a_btreemap() -> Result<(), Error> {
+    let seed = seed("model");
+    let ops = scale("CAIRN_MODEL_OPS", 3000);
+    for (i, page_size) in [1024, 4096, 16384].into_iter().enumerate() {
+        run(seed.wrapping_add(i as u64), ops, page_size)?;
+    }
+    Ok(())
+}
