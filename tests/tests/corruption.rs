@@ -1,0 +1,152 @@
+//! Damaged and foreign files give clear errors, never panics or wrong data.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+
+use cairn_engine::{Database, Error};
+
+type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// A small database with several tables, overflow values and a non-empty freelist,
+/// closed cleanly; returns its bytes and contents.
+fn build(path: &Path, page_size: usize) -> Result<(Vec<u8>, Model), Error> {
+    let mut model = Model::new();
+    {
+        let db = Database::builder().page_size(page_size).create(path)?;
+        for round in 0u32..6 {
+            let mut w = db.begin_write()?;
+            for name in ["a", "b"] {
+                if round == 0 {
+                    w.create_table(name)?;
+                }
+                let m = model.entry(name.to_owned()).or_default();
+                let mut t = w.open_table(name)?;
+                for i in 0u32..120 {
+                    let key = format!("key{:05}", i * 7 % 120).into_bytes();
+                    if (i + round) % 5 == 0 {
+                        t.remove(&key)?;
+                        m.remove(&key);
+                    } else {
+                        let len = if i % 40 == 0 { 3000 } else { 10 + (i as usize % 50) };
+                        let value = vec![(i + round) as u8; len];
+                        t.insert(&key, &value)?;
+                        m.insert(key, value);
+                    }
+                }
+            }
+            w.commit()?;
+        }
+    }
+    Ok((std::fs::read(path)?, model))
+}
+
+/// Opens, scans every table, reads keys back and checks. `Ok(true)` when the contents
+/// equal the model and the check is clean, `Ok(false)` when they equal it but the check
+/// found damage (in a page the reads did not need), `Err` for a clean error.
+fn examine(path: &Path, model: &Model) -> Result<bool, Error> {
+    let db = Database::open(path)?;
+    let r = db.begin_read()?;
+    let mut seen = Model::new();
+    for info in r.list_tables()? {
+        let t = r.open_table(&info.name)?;
+        let m = seen.entry(info.name.clone()).or_default();
+        for e in t.iter()? {
+            let (k, v) = e?;
+            m.insert(k.to_vec(), v.to_vec());
+        }
+        for (k, v) in model.get(&info.name).into_iter().flatten() {
+            if t.get(k)? != Some(&v[..]) {
+                panic!("wrong answer for a get in table {}", info.name);
+            }
+        }
+    }
+    assert!(&seen == model, "a damaged file returned wrong data");
+    Ok(db.check()?.is_ok())
+}
+
+#[test]
+fn a_flipped_byte_anywhere_is_an_error_or_harmless() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    for page_size in [1024usize, 4096] {
+        let clean = dir.path().join(format!("clean-{page_size}.cairn"));
+        let (bytes, model) = build(&clean, page_size)?;
+        assert!(examine(&clean, &model)?);
+        let damaged = dir.path().join("damaged.cairn");
+        let (mut errors, mut harmless) = (0, 0);
+        for page in 0..bytes.len() / page_size {
+            let base = page * page_size;
+            for offset in [0, 2, 9, 16, 17, 30, page_size / 2, page_size - 1] {
+                let mut b = bytes.clone();
+                b[base + offset] ^= 0x40;
+                std::fs::write(&damaged, &b)?;
+                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| examine(&damaged, &model)));
+                match outcome {
+                    Err(_) => panic!("panic or wrong data: page {page}, offset {offset}, page size {page_size}"),
+                    Ok(Ok(_)) => harmless += 1,
+                    Ok(Err(Error::Corruption { page: named, .. })) => {
+                        // The page itself, or the first page of the run it belongs to.
+                        assert!(named <= page as u64, "page {page} damaged, page {named} named");
+                        errors += 1;
+                    }
+                    Ok(Err(_)) => errors += 1,
+                }
+            }
+        }
+        assert!(errors > 0 && harmless > 0, "{errors} errors, {harmless} harmless");
+    }
+    Ok(())
+}
+
+#[test]
+fn truncated_files_are_reported_as_truncated() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("t.cairn");
+    let (bytes, _) = build(&path, 1024)?;
+    let page_count = Database::open(&path)?.stats()?.page_count as usize;
+    for len in [1, 7, 19, 1000, 2047, page_count * 1024 - 1, page_count * 1024 - 1024] {
+        std::fs::write(&path, &bytes[..len])?;
+        match Database::open(&path) {
+            Err(Error::Truncated { len: l, .. }) => assert_eq!(l, len as u64),
+            other => panic!("length {len}: expected Truncated, got {other:?}"),
+        }
+        assert_eq!(std::fs::read(&path)?, &bytes[..len], "the file is left untouched");
+    }
+    Ok(())
+}
+
+#[test]
+fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("x.cairn");
+
+    std::fs::write(&path, b"")?;
+    assert!(matches!(Database::open(&path), Err(Error::EmptyFile)));
+    assert!(Database::create(&path).is_ok(), "create initialises an empty file");
+
+    for foreign in [
+        &b"SQLite format 3\0 and some more bytes to pass the header length"[..],
+        &[0u8; 8192][..],
+        &b"hello"[..],
+    ] {
+        std::fs::write(&path, foreign)?;
+        assert!(matches!(Database::open(&path), Err(Error::NotADatabase)));
+        assert!(matches!(Database::create(&path), Err(Error::NotADatabase)));
+        assert_eq!(std::fs::read(&path)?, foreign, "the file is left untouched");
+    }
+
+    std::fs::remove_file(&path)?;
+    build(&path, 4096)?;
+    let mut b = std::fs::read(&path)?;
+    for copy in [0, 4096] {
+        b[copy + 8..copy + 12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&b[copy..copy + 16]);
+        b[copy + 16..copy + 20].copy_from_slice(&crc.to_le_bytes());
+    }
+    std::fs::write(&path, &b)?;
+    assert!(matches!(
+        Database::open(&path),
+        Err(Error::VersionTooNew { found: 2, supported: 1 })
+    ));
+    Ok(())
+}
