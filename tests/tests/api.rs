@@ -1,0 +1,225 @@
+//! The embedded API's promises: limits, tables, rollback, locking, read-only opening,
+//! durability modes, concurrent writers, statistics.
+
+use std::time::{Duration, Instant};
+
+use cairn_engine::{Database, Durability, Error};
+use cairn_tests::Checked;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+
+#[test]
+fn key_limit_is_a_quarter_page_and_enforced_without_change() -> Result<(), Error> {
+    let db = Checked(Database::builder().page_size(1024).in_memory()?);
+    assert_eq!(db.max_key_len(), 256);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    t.insert(&[7; 256], b"fits")?;
+    match t.insert(&[7; 257], b"too long") {
+        Err(Error::KeyTooLarge { len: 257, max: 256 }) => {}
+        other => panic!("expected KeyTooLarge, got {other:?}"),
+    }
+    assert_eq!(t.len(), 1);
+    // Values far larger than a page go to overflow runs.
+    let big = vec![3u8; 1 << 20];
+    t.insert(b"big", &big)?;
+    assert_eq!(t.get(b"big")?, Some(&big[..]));
+    w.commit()?;
+    assert_eq!(db.begin_read()?.open_table("t")?.get(b"big")?.map(<[u8]>::len), Some(1 << 20));
+    Ok(())
+}
+
+#[test]
+fn tables_are_created_listed_counted_and_dropped() -> Result<(), Error> {
+    let db = Checked(Database::in_memory()?);
+    let mut w = db.begin_write()?;
+    w.create_table("b")?;
+    w.create_table("a")?;
+    assert!(matches!(w.create_table("a"), Err(Error::TableExists(_))));
+    assert!(matches!(w.create_table(""), Err(Error::InvalidTableName(..))));
+    assert!(matches!(w.open_table("zz"), Err(Error::TableNotFound(_))));
+    for i in 0u32..1000 {
+        w.open_table("a")?.insert(&i.to_be_bytes(), b"x")?;
+    }
+    let names: Vec<(String, u64)> = w.list_tables()?.into_iter().map(|t| (t.name, t.len)).collect();
+    assert_eq!(names, vec![("a".into(), 1000), ("b".into(), 0)]);
+    w.commit()?;
+
+    let mut w = db.begin_write()?;
+    w.drop_table("a")?;
+    assert!(matches!(w.open_table("a"), Err(Error::TableNotFound(_))));
+    w.commit()?;
+    let r = db.begin_read()?;
+    assert_eq!(r.list_tables()?.len(), 1);
+    assert!(matches!(r.open_table("a"), Err(Error::TableNotFound(_))));
+    // The dropped table's pages are free again.
+    assert!(db.stats()?.free_pages > 3);
+    Ok(())
+}
+
+#[test]
+fn rollback_and_drop_leave_no_trace() -> Result<(), Error> {
+    let db = Checked(Database::in_memory()?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.open_table("t")?.insert(b"k", b"committed")?;
+    w.commit()?;
+    let txid = db.begin_read()?.txid();
+    let pages = db.stats()?.page_count;
+
+    let mut w = db.begin_write()?;
+    w.open_table("t")?.insert(b"k", b"rolled back")?;
+    w.create_table("u")?;
+    w.rollback();
+    {
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.remove(b"k")?;
+        // Dropped without commit.
+    }
+    let r = db.begin_read()?;
+    assert_eq!(r.txid(), txid);
+    assert_eq!(r.open_table("t")?.get(b"k")?, Some(&b"committed"[..]));
+    assert_eq!(r.list_tables()?.len(), 1);
+    assert_eq!(db.stats()?.page_count, pages);
+    Ok(())
+}
+
+fn collect<'a>(it: impl Iterator<Item = Result<(&'a [u8], &'a [u8]), Error>>) -> Result<Vec<u32>, Error> {
+    it.map(|e| e.map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap_or_default())))
+        .collect()
+}
+
+#[test]
+fn ranges_run_both_ways_with_any_bounds() -> Result<(), Error> {
+    let db = Checked(Database::builder().page_size(1024).in_memory()?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    assert_eq!((t.first()?, t.last()?), (None, None));
+    for i in (0u32..5000).step_by(2) {
+        t.insert(&i.to_be_bytes(), &i.to_le_bytes())?;
+    }
+    w.commit()?;
+    let r = db.begin_read()?;
+    let t = r.open_table("t")?;
+    let k = |i: u32| i.to_be_bytes();
+    assert_eq!(collect(t.range(&k(11)[..]..&k(21)[..])?)?, vec![12, 14, 16, 18, 20]);
+    assert_eq!(collect(t.range(&k(12)[..]..=&k(16)[..])?.rev())?, vec![16, 14, 12]);
+    assert_eq!(collect(t.range(&k(4990)[..]..)?)?, vec![4990, 4992, 4994, 4996, 4998]);
+    assert_eq!(collect(t.range(..&k(3)[..])?.rev())?, vec![2, 0]);
+    assert!(collect(t.range(&k(21)[..]..&k(11)[..])?)?.is_empty());
+    // Meeting in the middle: each entry once.
+    let mut it = t.range(&k(100)[..]..&k(110)[..])?;
+    let mut both = Vec::new();
+    for step in 0.. {
+        let item = if step % 2 == 0 { it.next() } else { it.next_back() };
+        let Some(item) = item else { break };
+        both.push(u32::from_be_bytes(item?.0.try_into().unwrap_or_default()));
+    }
+    assert!(it.next().is_none() && it.next_back().is_none());
+    both.sort_unstable();
+    assert_eq!(both, vec![100, 102, 104, 106, 108]);
+    assert_eq!(t.first()?.map(|(_, v)| v), Some(&0u32.to_le_bytes()[..]));
+    assert_eq!(t.last()?.map(|(k, _)| k), Some(&k(4998)[..]));
+    assert_eq!(t.iter()?.count(), 2500);
+    Ok(())
+}
+
+#[test]
+fn a_second_writer_process_is_locked_out_and_readers_are_not() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("l.cairn");
+    let db = Database::create(&path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.open_table("t")?.insert(b"k", b"v")?;
+    w.commit()?;
+
+    let start = Instant::now();
+    match Database::builder().lock_timeout(Duration::from_millis(200)).open(&path) {
+        Err(Error::Locked { path: p }) => assert_eq!(p, path),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(5));
+
+    let ro = Database::builder().read_only(true).open(&path)?;
+    assert_eq!(ro.begin_read()?.open_table("t")?.get(b"k")?, Some(&b"v"[..]));
+    assert!(matches!(ro.begin_write(), Err(Error::ReadOnly)));
+    drop(db);
+    // Once the writer is gone, another can open.
+    Database::open(&path)?;
+    Ok(())
+}
+
+#[test]
+fn eventual_commits_are_visible_at_once_and_durable_after_sync() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("e.cairn");
+    let db = Database::builder().durability(Durability::Eventual).create(&path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.open_table("t")?.insert(b"k", b"v")?;
+    w.commit()?;
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 1);
+    db.sync()?;
+    let ro = Database::builder().read_only(true).open(&path)?;
+    assert_eq!(ro.begin_read()?.open_table("t")?.len(), 1);
+    Ok(())
+}
+
+#[test]
+fn writers_on_several_threads_take_turns() -> Result<(), Error> {
+    let db = Checked(Database::builder().durability(Durability::Eventual).in_memory()?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let db = db.0.clone();
+            std::thread::spawn(move || -> Result<(), Error> {
+                for _ in 0..50 {
+                    let mut w = db.begin_write()?;
+                    let mut t = w.open_table("t")?;
+                    let n = t.get(b"n")?.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap_or_default()));
+                    t.insert(b"n", &(n + 1).to_be_bytes())?;
+                    w.commit()?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| Error::ReadOnly)??;
+    }
+    let r = db.begin_read()?;
+    assert_eq!(r.open_table("t")?.get(b"n")?, Some(&200u64.to_be_bytes()[..]));
+    Ok(())
+}
+
+#[test]
+fn sequential_loads_fill_leaves_densely() -> Result<(), Error> {
+    let dense = Checked(Database::in_memory()?);
+    let random = Checked(Database::in_memory()?);
+    let mut shuffled: Vec<u64> = (0..20_000).collect();
+    shuffled.shuffle(&mut SmallRng::seed_from_u64(7));
+    for (db, keys) in [(&dense, (0..20_000).collect()), (&random, shuffled)] {
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        let mut t = w.open_table("t")?;
+        for k in keys {
+            t.insert(&k.to_be_bytes(), &[1; 32])?;
+        }
+        w.commit()?;
+    }
+    let (d, r) = (dense.stats()?, random.stats()?);
+    assert_eq!((d.entries, r.entries, d.tables), (20_000, 20_000, 1));
+    assert!(d.fill_factor > 0.95, "sequential fill {}", d.fill_factor);
+    assert!(r.fill_factor < 0.85, "random fill {}", r.fill_factor);
+    eprintln!("fill: sequential {:.3}, random {:.3}", d.fill_factor, r.fill_factor);
+    assert!(d.leaf_pages < r.leaf_pages);
+    assert_eq!(d.depth, 3);
+    Ok(())
+}
