@@ -1,1 +1,148 @@
-fn main() {}
+//! Engine micro-benchmarks: `cargo bench -p cairn-engine`.
+//!
+//! Ids carry their parameter (`get_random/100000`). Inserts run in one transaction on an
+//! in-memory database, so they measure the tree, not the disk; `commit_durable` measures
+//! one durable single-put commit on a real file.
+
+use std::hint::black_box;
+
+use cairn_engine::{Database, Durability};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+
+const SIZES: [u64; 2] = [1_000, 100_000];
+const VALUE: [u8; 100] = [7; 100];
+
+fn keys(n: u64, random: bool) -> Vec<[u8; 8]> {
+    let mut k: Vec<[u8; 8]> = (0..n).map(u64::to_be_bytes).collect();
+    if random {
+        k.shuffle(&mut SmallRng::seed_from_u64(42));
+    }
+    k
+}
+
+fn loaded(n: u64) -> Database {
+    let db = Database::builder()
+        .durability(Durability::Eventual)
+        .in_memory()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run = || -> cairn_engine::Result<()> {
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        let mut t = w.open_table("t")?;
+        for k in keys(n, false) {
+            t.insert(&k, &VALUE)?;
+        }
+        w.commit()
+    };
+    run().unwrap_or_else(|e| panic!("{e}"));
+    db
+}
+
+fn insert(c: &mut Criterion) {
+    for random in [false, true] {
+        let name = if random {
+            "insert_random"
+        } else {
+            "insert_sequential"
+        };
+        let mut g = c.benchmark_group(name);
+        for n in SIZES {
+            g.throughput(Throughput::Elements(n));
+            let ks = keys(n, random);
+            g.bench_with_input(BenchmarkId::from_parameter(n), &ks, |b, ks| {
+                b.iter_batched(
+                    || {
+                        Database::builder()
+                            .durability(Durability::Eventual)
+                            .in_memory()
+                    },
+                    |db| -> cairn_engine::Result<()> {
+                        let mut w = db?.begin_write()?;
+                        w.create_table("t")?;
+                        let mut t = w.open_table("t")?;
+                        for k in ks {
+                            t.insert(k, &VALUE)?;
+                        }
+                        w.commit()
+                    },
+                    BatchSize::PerIteration,
+                );
+            });
+        }
+        g.finish();
+    }
+}
+
+fn get(c: &mut Criterion) {
+    for random in [false, true] {
+        let name = if random {
+            "get_random"
+        } else {
+            "get_sequential"
+        };
+        let mut g = c.benchmark_group(name);
+        for n in SIZES {
+            let db = loaded(n);
+            let ks = keys(n, random);
+            g.throughput(Throughput::Elements(n));
+            g.bench_function(BenchmarkId::from_parameter(n), |b| {
+                b.iter(|| -> cairn_engine::Result<usize> {
+                    let r = db.begin_read()?;
+                    let t = r.open_table("t")?;
+                    let mut total = 0;
+                    for k in &ks {
+                        total += t.get(k)?.map_or(0, <[u8]>::len);
+                    }
+                    Ok(black_box(total))
+                });
+            });
+        }
+        g.finish();
+    }
+}
+
+fn scan(c: &mut Criterion) {
+    let mut g = c.benchmark_group("range_scan");
+    for n in SIZES {
+        let db = loaded(n);
+        g.throughput(Throughput::Elements(n));
+        g.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| -> cairn_engine::Result<usize> {
+                let r = db.begin_read()?;
+                let t = r.open_table("t")?;
+                let mut total = 0;
+                for e in t.iter()? {
+                    total += e?.1.len();
+                }
+                Ok(black_box(total))
+            });
+        });
+    }
+    g.finish();
+}
+
+fn commit_durable(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = Database::create(dir.path().join("bench.cairn")).unwrap_or_else(|e| panic!("{e}"));
+    let setup = || -> cairn_engine::Result<()> {
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()
+    };
+    setup().unwrap_or_else(|e| panic!("{e}"));
+    let mut i = 0u64;
+    c.bench_function("commit_durable/1", |b| {
+        b.iter(|| -> cairn_engine::Result<()> {
+            i += 1;
+            let mut w = db.begin_write()?;
+            w.open_table("t")?.insert(&i.to_be_bytes(), &VALUE)?;
+            w.commit()
+        });
+    });
+}
+
+criterion_group!(benches, insert, get, scan, commit_durable);
+criterion_main!(benches);

@@ -130,7 +130,7 @@ impl WriteTxn {
         // 2. The freelist: the old run is freed, the new run allocated, then encoded.
         let (old_page, old_len) = original.freelist_run;
         if old_page != 0 {
-            for page in old_page..old_page + old_len.div_ceil(p) {
+            for page in old_page..old_page.saturating_add(old_len.div_ceil(p)) {
                 self.freelist.free(page, txid);
             }
         }

@@ -237,8 +237,9 @@ impl Inner {
         let latest = self.state().latest.txid();
         if ws.durable_txid < latest {
             self.storage.sync()?;
-            ws.durable_txid = latest;
+            // Ask which slot holds `latest` before it becomes the durable one.
             ws.durable_slot = slot_of(latest, ws);
+            ws.durable_txid = latest;
         }
         Ok(())
     }
@@ -267,7 +268,12 @@ impl Inner {
     /// that records itself as durable into the other slot, so that the next open has no
     /// pages to verify and damage found later is reported, not mistaken for a torn commit.
     fn seal(&self) -> Result<()> {
-        let Some(mut ws) = self.writer.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+        let Some(mut ws) = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
             return Ok(());
         };
         self.sync_with(&mut ws)?;

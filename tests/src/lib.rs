@@ -21,7 +21,11 @@ impl Drop for Checked {
             return;
         }
         match self.0.check() {
-            Ok(report) => assert!(report.is_ok(), "integrity check failed: {:?}", report.problems),
+            Ok(report) => assert!(
+                report.is_ok(),
+                "integrity check failed: {:?}",
+                report.problems
+            ),
             Err(e) => panic!("integrity check could not run: {e}"),
         }
     }

@@ -27,7 +27,13 @@ fn key_limit_is_a_quarter_page_and_enforced_without_change() -> Result<(), Error
     t.insert(b"big", &big)?;
     assert_eq!(t.get(b"big")?, Some(&big[..]));
     w.commit()?;
-    assert_eq!(db.begin_read()?.open_table("t")?.get(b"big")?.map(<[u8]>::len), Some(1 << 20));
+    assert_eq!(
+        db.begin_read()?
+            .open_table("t")?
+            .get(b"big")?
+            .map(<[u8]>::len),
+        Some(1 << 20)
+    );
     Ok(())
 }
 
@@ -38,12 +44,19 @@ fn tables_are_created_listed_counted_and_dropped() -> Result<(), Error> {
     w.create_table("b")?;
     w.create_table("a")?;
     assert!(matches!(w.create_table("a"), Err(Error::TableExists(_))));
-    assert!(matches!(w.create_table(""), Err(Error::InvalidTableName(..))));
+    assert!(matches!(
+        w.create_table(""),
+        Err(Error::InvalidTableName(..))
+    ));
     assert!(matches!(w.open_table("zz"), Err(Error::TableNotFound(_))));
     for i in 0u32..1000 {
         w.open_table("a")?.insert(&i.to_be_bytes(), b"x")?;
     }
-    let names: Vec<(String, u64)> = w.list_tables()?.into_iter().map(|t| (t.name, t.len)).collect();
+    let names: Vec<(String, u64)> = w
+        .list_tables()?
+        .into_iter()
+        .map(|t| (t.name, t.len))
+        .collect();
     assert_eq!(names, vec![("a".into(), 1000), ("b".into(), 0)]);
     w.commit()?;
 
@@ -86,7 +99,9 @@ fn rollback_and_drop_leave_no_trace() -> Result<(), Error> {
     Ok(())
 }
 
-fn collect<'a>(it: impl Iterator<Item = Result<(&'a [u8], &'a [u8]), Error>>) -> Result<Vec<u32>, Error> {
+fn collect<'a>(
+    it: impl Iterator<Item = Result<(&'a [u8], &'a [u8]), Error>>,
+) -> Result<Vec<u32>, Error> {
     it.map(|e| e.map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap_or_default())))
         .collect()
 }
@@ -105,16 +120,29 @@ fn ranges_run_both_ways_with_any_bounds() -> Result<(), Error> {
     let r = db.begin_read()?;
     let t = r.open_table("t")?;
     let k = |i: u32| i.to_be_bytes();
-    assert_eq!(collect(t.range(&k(11)[..]..&k(21)[..])?)?, vec![12, 14, 16, 18, 20]);
-    assert_eq!(collect(t.range(&k(12)[..]..=&k(16)[..])?.rev())?, vec![16, 14, 12]);
-    assert_eq!(collect(t.range(&k(4990)[..]..)?)?, vec![4990, 4992, 4994, 4996, 4998]);
+    assert_eq!(
+        collect(t.range(&k(11)[..]..&k(21)[..])?)?,
+        vec![12, 14, 16, 18, 20]
+    );
+    assert_eq!(
+        collect(t.range(&k(12)[..]..=&k(16)[..])?.rev())?,
+        vec![16, 14, 12]
+    );
+    assert_eq!(
+        collect(t.range(&k(4990)[..]..)?)?,
+        vec![4990, 4992, 4994, 4996, 4998]
+    );
     assert_eq!(collect(t.range(..&k(3)[..])?.rev())?, vec![2, 0]);
     assert!(collect(t.range(&k(21)[..]..&k(11)[..])?)?.is_empty());
     // Meeting in the middle: each entry once.
     let mut it = t.range(&k(100)[..]..&k(110)[..])?;
     let mut both = Vec::new();
     for step in 0.. {
-        let item = if step % 2 == 0 { it.next() } else { it.next_back() };
+        let item = if step % 2 == 0 {
+            it.next()
+        } else {
+            it.next_back()
+        };
         let Some(item) = item else { break };
         both.push(u32::from_be_bytes(item?.0.try_into().unwrap_or_default()));
     }
@@ -138,7 +166,10 @@ fn a_second_writer_process_is_locked_out_and_readers_are_not() -> Result<(), Err
     w.commit()?;
 
     let start = Instant::now();
-    match Database::builder().lock_timeout(Duration::from_millis(200)).open(&path) {
+    match Database::builder()
+        .lock_timeout(Duration::from_millis(200))
+        .open(&path)
+    {
         Err(Error::Locked { path: p }) => assert_eq!(p, path),
         other => panic!("expected Locked, got {other:?}"),
     }
@@ -146,7 +177,10 @@ fn a_second_writer_process_is_locked_out_and_readers_are_not() -> Result<(), Err
     assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(5));
 
     let ro = Database::builder().read_only(true).open(&path)?;
-    assert_eq!(ro.begin_read()?.open_table("t")?.get(b"k")?, Some(&b"v"[..]));
+    assert_eq!(
+        ro.begin_read()?.open_table("t")?.get(b"k")?,
+        Some(&b"v"[..])
+    );
     assert!(matches!(ro.begin_write(), Err(Error::ReadOnly)));
     drop(db);
     // Once the writer is gone, another can open.
@@ -158,7 +192,9 @@ fn a_second_writer_process_is_locked_out_and_readers_are_not() -> Result<(), Err
 fn eventual_commits_are_visible_at_once_and_durable_after_sync() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("e.cairn");
-    let db = Database::builder().durability(Durability::Eventual).create(&path)?;
+    let db = Database::builder()
+        .durability(Durability::Eventual)
+        .create(&path)?;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.open_table("t")?.insert(b"k", b"v")?;
@@ -172,7 +208,11 @@ fn eventual_commits_are_visible_at_once_and_durable_after_sync() -> Result<(), E
 
 #[test]
 fn writers_on_several_threads_take_turns() -> Result<(), Error> {
-    let db = Checked(Database::builder().durability(Durability::Eventual).in_memory()?);
+    let db = Checked(
+        Database::builder()
+            .durability(Durability::Eventual)
+            .in_memory()?,
+    );
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.commit()?;
@@ -183,7 +223,9 @@ fn writers_on_several_threads_take_turns() -> Result<(), Error> {
                 for _ in 0..50 {
                     let mut w = db.begin_write()?;
                     let mut t = w.open_table("t")?;
-                    let n = t.get(b"n")?.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap_or_default()));
+                    let n = t
+                        .get(b"n")?
+                        .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap_or_default()));
                     t.insert(b"n", &(n + 1).to_be_bytes())?;
                     w.commit()?;
                 }
@@ -195,7 +237,10 @@ fn writers_on_several_threads_take_turns() -> Result<(), Error> {
         t.join().map_err(|_| Error::ReadOnly)??;
     }
     let r = db.begin_read()?;
-    assert_eq!(r.open_table("t")?.get(b"n")?, Some(&200u64.to_be_bytes()[..]));
+    assert_eq!(
+        r.open_table("t")?.get(b"n")?,
+        Some(&200u64.to_be_bytes()[..])
+    );
     Ok(())
 }
 
@@ -218,7 +263,10 @@ fn sequential_loads_fill_leaves_densely() -> Result<(), Error> {
     assert_eq!((d.entries, r.entries, d.tables), (20_000, 20_000, 1));
     assert!(d.fill_factor > 0.95, "sequential fill {}", d.fill_factor);
     assert!(r.fill_factor < 0.85, "random fill {}", r.fill_factor);
-    eprintln!("fill: sequential {:.3}, random {:.3}", d.fill_factor, r.fill_factor);
+    eprintln!(
+        "fill: sequential {:.3}, random {:.3}",
+        d.fill_factor, r.fill_factor
+    );
     assert!(d.leaf_pages < r.leaf_pages);
     assert_eq!(d.depth, 3);
     Ok(())

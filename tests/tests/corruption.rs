@@ -28,7 +28,11 @@ fn build(path: &Path, page_size: usize) -> Result<(Vec<u8>, Model), Error> {
                         t.remove(&key)?;
                         m.remove(&key);
                     } else {
-                        let len = if i % 40 == 0 { 3000 } else { 10 + (i as usize % 50) };
+                        let len = if i % 40 == 0 {
+                            3000
+                        } else {
+                            10 + (i as usize % 50)
+                        };
                         let value = vec![(i + round) as u8; len];
                         t.insert(&key, &value)?;
                         m.insert(key, value);
@@ -80,20 +84,29 @@ fn a_flipped_byte_anywhere_is_an_error_or_harmless() -> Result<(), Error> {
                 let mut b = bytes.clone();
                 b[base + offset] ^= 0x40;
                 std::fs::write(&damaged, &b)?;
-                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| examine(&damaged, &model)));
+                let outcome =
+                    std::panic::catch_unwind(AssertUnwindSafe(|| examine(&damaged, &model)));
                 match outcome {
-                    Err(_) => panic!("panic or wrong data: page {page}, offset {offset}, page size {page_size}"),
+                    Err(_) => panic!(
+                        "panic or wrong data: page {page}, offset {offset}, page size {page_size}"
+                    ),
                     Ok(Ok(_)) => harmless += 1,
                     Ok(Err(Error::Corruption { page: named, .. })) => {
                         // The page itself, or the first page of the run it belongs to.
-                        assert!(named <= page as u64, "page {page} damaged, page {named} named");
+                        assert!(
+                            named <= page as u64,
+                            "page {page} damaged, page {named} named"
+                        );
                         errors += 1;
                     }
                     Ok(Err(_)) => errors += 1,
                 }
             }
         }
-        assert!(errors > 0 && harmless > 0, "{errors} errors, {harmless} harmless");
+        assert!(
+            errors > 0 && harmless > 0,
+            "{errors} errors, {harmless} harmless"
+        );
     }
     Ok(())
 }
@@ -104,13 +117,25 @@ fn truncated_files_are_reported_as_truncated() -> Result<(), Error> {
     let path = dir.path().join("t.cairn");
     let (bytes, _) = build(&path, 1024)?;
     let page_count = Database::open(&path)?.stats()?.page_count as usize;
-    for len in [1, 7, 19, 1000, 2047, page_count * 1024 - 1, page_count * 1024 - 1024] {
+    for len in [
+        1,
+        7,
+        19,
+        1000,
+        2047,
+        page_count * 1024 - 1,
+        page_count * 1024 - 1024,
+    ] {
         std::fs::write(&path, &bytes[..len])?;
         match Database::open(&path) {
             Err(Error::Truncated { len: l, .. }) => assert_eq!(l, len as u64),
             other => panic!("length {len}: expected Truncated, got {other:?}"),
         }
-        assert_eq!(std::fs::read(&path)?, &bytes[..len], "the file is left untouched");
+        assert_eq!(
+            std::fs::read(&path)?,
+            &bytes[..len],
+            "the file is left untouched"
+        );
     }
     Ok(())
 }
@@ -122,7 +147,10 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
 
     std::fs::write(&path, b"")?;
     assert!(matches!(Database::open(&path), Err(Error::EmptyFile)));
-    assert!(Database::create(&path).is_ok(), "create initialises an empty file");
+    assert!(
+        Database::create(&path).is_ok(),
+        "create initialises an empty file"
+    );
 
     for foreign in [
         &b"SQLite format 3\0 and some more bytes to pass the header length"[..],
@@ -146,7 +174,10 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
     std::fs::write(&path, &b)?;
     assert!(matches!(
         Database::open(&path),
-        Err(Error::VersionTooNew { found: 2, supported: 1 })
+        Err(Error::VersionTooNew {
+            found: 2,
+            supported: 1
+        })
     ));
     Ok(())
 }

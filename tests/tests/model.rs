@@ -18,9 +18,13 @@ fn key(rng: &mut SmallRng, max: usize) -> Vec<u8> {
     match rng.random_range(0..10) {
         0 => Vec::new(),
         1 => (0..max).map(|_| rng.random()).collect(),
-        2 => (0..rng.random_range(0..=max)).map(|_| rng.random()).collect(),
+        2 => (0..rng.random_range(0..=max))
+            .map(|_| rng.random())
+            .collect(),
         // Short keys from a small alphabet, so that keys collide and ranges hit.
-        _ => (0..rng.random_range(1..4)).map(|_| b'a' + rng.random_range(0..6)).collect(),
+        _ => (0..rng.random_range(1..4))
+            .map(|_| b'a' + rng.random_range(0..6))
+            .collect(),
     }
 }
 
@@ -55,8 +59,15 @@ fn open(path: &std::path::Path, page_size: usize) -> Checked {
 
 fn assert_matches(db: &Database, model: &Model) -> Result<(), Error> {
     let r = db.begin_read()?;
-    let listed: Vec<(String, u64)> = r.list_tables()?.into_iter().map(|t| (t.name, t.len)).collect();
-    let expected: Vec<(String, u64)> = model.iter().map(|(n, m)| (n.clone(), m.len() as u64)).collect();
+    let listed: Vec<(String, u64)> = r
+        .list_tables()?
+        .into_iter()
+        .map(|t| (t.name, t.len))
+        .collect();
+    let expected: Vec<(String, u64)> = model
+        .iter()
+        .map(|(n, m)| (n.clone(), m.len() as u64))
+        .collect();
     assert_eq!(listed, expected);
     for (name, m) in model {
         let t = r.open_table(name)?;
@@ -118,16 +129,27 @@ fn run(seed: u64, ops: usize, page_size: usize) -> Result<(), Error> {
                     let t = txn.open_table(name)?;
                     let got: Vec<(Vec<u8>, Vec<u8>)> = {
                         let r = t.range::<[u8], _>((as_ref(&lo), as_ref(&hi)))?;
-                        let items: Box<dyn Iterator<Item = _>> =
-                            if reverse { Box::new(r.rev()) } else { Box::new(r) };
+                        let items: Box<dyn Iterator<Item = _>> = if reverse {
+                            Box::new(r.rev())
+                        } else {
+                            Box::new(r)
+                        };
                         items
                             .take(limit)
                             .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
                             .collect::<Result<_, _>>()?
                     };
                     let valid = match (&lo, &hi) {
-                        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
-                            a < b || (a == b && matches!((&lo, &hi), (Bound::Included(_), Bound::Included(_))))
+                        (
+                            Bound::Included(a) | Bound::Excluded(a),
+                            Bound::Included(b) | Bound::Excluded(b),
+                        ) => {
+                            a < b
+                                || (a == b
+                                    && matches!(
+                                        (&lo, &hi),
+                                        (Bound::Included(_), Bound::Included(_))
+                                    ))
                         }
                         _ => true,
                     };
@@ -135,11 +157,20 @@ fn run(seed: u64, ops: usize, page_size: usize) -> Result<(), Error> {
                         Vec::new()
                     } else {
                         let r = m.range::<Vec<u8>, _>((lo.clone(), hi.clone()));
-                        let items: Box<dyn Iterator<Item = _>> =
-                            if reverse { Box::new(r.rev()) } else { Box::new(r) };
-                        items.take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
+                        let items: Box<dyn Iterator<Item = _>> = if reverse {
+                            Box::new(r.rev())
+                        } else {
+                            Box::new(r)
+                        };
+                        items
+                            .take(limit)
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
                     };
-                    assert!(got == want, "step {step}: range {lo:?}..{hi:?} rev={reverse}");
+                    assert!(
+                        got == want,
+                        "step {step}: range {lo:?}..{hi:?} rev={reverse}"
+                    );
                     if let Some((k, _)) = m.first_key_value() {
                         assert_eq!(t.first()?.map(|(k, _)| k.to_vec()), Some(k.clone()));
                     }

@@ -8,7 +8,7 @@ fn churn(db: &Database, round: u32) -> Result<(), Error> {
     let mut w = db.begin_write()?;
     let mut t = w.open_table("t")?;
     for i in 0u32..500 {
-        if (i + round) % 4 == 0 {
+        if (i + round).is_multiple_of(4) {
             t.remove(&i.to_be_bytes())?;
         } else {
             t.insert(&i.to_be_bytes(), &[round as u8; 100])?;
@@ -75,7 +75,10 @@ fn a_long_reader_pins_its_pages_and_reuse_resumes_after_it() -> Result<(), Error
         churn(&db, round)?;
     }
     let pages_pinned = db.stats()?.page_count;
-    assert!(pages_pinned > pages_before, "a long reader makes the file grow");
+    assert!(
+        pages_pinned > pages_before,
+        "a long reader makes the file grow"
+    );
     let still: Vec<(Vec<u8>, Vec<u8>)> = reader
         .open_table("t")?
         .iter()?

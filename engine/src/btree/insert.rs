@@ -42,7 +42,7 @@ impl TreeWriter<'_> {
         *root = Some(top);
         let existed = old.is_some();
         if let Some(old) = old {
-            self.free_value(&old);
+            self.free_value(&old)?;
         }
         Ok(existed)
     }

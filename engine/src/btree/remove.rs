@@ -35,7 +35,7 @@ impl TreeWriter<'_> {
         }
         let existed = old.is_some();
         if let Some(old) = old {
-            self.free_value(&old);
+            self.free_value(&old)?;
         }
         Ok(existed)
     }

@@ -73,14 +73,22 @@ impl TreeWriter<'_> {
     }
 
     /// Frees the overflow run of a value, if it has one.
-    pub fn free_value(&mut self, v: &Value) {
+    ///
+    /// # Errors
+    /// Corruption when the run lies outside the file: freeing it would poison the freelist.
+    pub fn free_value(&mut self, v: &Value) -> Result<()> {
         if let Value::Overflow(o) = v {
-            self.dirty.overflow.remove(&o.page);
             let first = o.page;
-            for p in first..first + o.pages(self.page_size()) {
+            let end = first.saturating_add(o.pages(self.page_size()));
+            if first < crate::pager::FIRST_DATA_PAGE || end > self.alloc.page_count {
+                return Err(Error::corrupt(first, "overflow run outside the file"));
+            }
+            self.dirty.overflow.remove(&first);
+            for p in first..end {
                 self.alloc.free(p, self.txid);
             }
         }
+        Ok(())
     }
 
     /// The stored form of `value` under a key of `key_len` bytes: inline when the entry
@@ -128,7 +136,7 @@ impl TreeWriter<'_> {
                 }
             }
             for o in runs {
-                self.free_value(&Value::Overflow(o));
+                self.free_value(&Value::Overflow(o))?;
             }
             self.free_page(r.page);
         }

@@ -101,5 +101,6 @@ mod tests {
         assert_eq!(Slot::decode(&[0; SLOT_LEN]), None, "a never-written slot");
         assert_eq!(Slot::decode(&b[..10]), None);
         const { assert!(SLOT_OFFSET + SLOT_LEN <= 1024, "fits the smallest page") };
+        assert_eq!(SLOT_LEN, 60, "docs/design.md#commit-slot");
     }
 }
