@@ -3,7 +3,8 @@
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::format::{
-    BRANCH_HEADER, ChildRef, LEAF_HEADER, TableMeta, ValueRef, branch_entry_size, leaf_entry_size,
+    BRANCH_HEADER, ChildRef, LEAF_HEADER, TableMeta, ValueRef, branch_entry_size, decode_freelist,
+    leaf_entry_size,
 };
 use crate::pager::{Snapshot, TreePage};
 
@@ -101,14 +102,19 @@ pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
             } else {
                 s.freelist_len.div_ceil(p)
             },
-            free_pages: s
-                .freelist_len
-                .saturating_sub(crate::format::freelist_len(0) as u64)
-                / 16,
             ..Stats::default()
         },
         used_bytes: 0,
     };
+    if s.freelist_page != 0 {
+        let len = usize::try_from(s.freelist_len)
+            .map_err(|_| Error::corrupt(s.freelist_page, "freelist length out of range"))?;
+        let bytes = snap.raw(s.freelist_page, len)?;
+        crate::pager::verify(s.freelist_page, bytes, s.freelist_crc)?;
+        let entries = decode_freelist(bytes)
+            .ok_or_else(|| Error::corrupt(s.freelist_page, "freelist length mismatch"))?;
+        w.stats.free_pages = entries.len() as u64;
+    }
     if s.catalog.page != 0 {
         w.tree(s.catalog, true, 0)?;
     }

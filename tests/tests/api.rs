@@ -271,3 +271,31 @@ fn sequential_loads_fill_leaves_densely() -> Result<(), Error> {
     assert_eq!(d.depth, 3);
     Ok(())
 }
+
+#[test]
+fn stats_count_pages_by_kind_and_free_pages_exactly() -> Result<(), Error> {
+    let db = Checked(Database::builder().page_size(1024).in_memory()?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    for i in 0u32..3000 {
+        t.insert(&i.to_be_bytes(), &[0; 20])?;
+    }
+    t.insert(b"big", &[1; 5000])?;
+    w.commit()?;
+    let s = db.stats()?;
+    assert_eq!((s.tables, s.entries, s.page_size), (1, 3001, 1024));
+    assert_eq!(s.overflow_pages, 5, "16 + 5000 bytes in 1 KiB pages");
+    // Every page is in a tree, an overflow run, the freelist run, free, or a header page.
+    assert_eq!(
+        s.branch_pages + s.leaf_pages + s.overflow_pages + s.freelist_pages + s.free_pages + 2,
+        s.page_count
+    );
+    assert!(s.file_size >= s.page_count * 1024);
+    let report = db.check()?;
+    assert_eq!(
+        (report.entries, report.pages_checked),
+        (3001, s.page_count - 2)
+    );
+    Ok(())
+}
