@@ -1,3 +1,35 @@
-//! The Cairn query language: parser and executor over `cairn-engine`.
+//! Cairn's query language: a script of statements (`PUT`, `GET`, `DELETE`, `SCAN`,
+//! `COUNT`, `BEGIN`/`COMMIT`/`ROLLBACK`, tables), parsed with positioned errors and run
+//! against a [`cairn_engine::Database`].
 //!
-//! Not built yet (issue 3); the crate exists so that the workspace layout is fixed.
+//! The executor returns data and never prints. The grammar: `docs/language.md`.
+//!
+//! ```
+//! use cairn_engine::Database;
+//! use cairn_query::{Session, parse_script};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut session = Session::new(Database::in_memory()?)?;
+//! let script = parse_script("PUT 'a' 'apple'; PUT 'b' x'00ff'\nSCAN");
+//! assert!(script.errors.is_empty());
+//! let mut rows = Vec::new();
+//! for stmt in &script.statements {
+//!     rows = session.execute(&stmt.statement)?.rows;
+//! }
+//! assert_eq!(rows[0], (b"a".to_vec(), b"apple".to_vec()));
+//! # Ok(())
+//! # }
+//! ```
+#![deny(unsafe_code)]
+
+mod ast;
+mod error;
+mod exec;
+mod parser;
+mod print;
+
+pub use ast::{KeyRange, Literal, LiteralBytes, Located, Span, Statement};
+pub use error::{ExecError, ParseError, Position, render};
+pub use exec::{DEFAULT_TABLE, Outcome, Output, Session};
+pub use parser::{Limits, Script, parse_bytes, parse_bytes_with, parse_script, parse_script_with};
+pub use print::{display_bytes, is_printable};

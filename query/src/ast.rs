@@ -1,0 +1,119 @@
+//! The statements of the language, as parsed. Each node's documentation shows its syntax;
+//! the grammar in full is in `docs/language.md`.
+
+use std::ops::Deref;
+
+/// A key or value written in a script.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Literal {
+    /// `'text'` or `"text"`, with `''` (or `""`) and backslash escapes.
+    Text(String),
+    /// `x'00ff'`: bytes in hexadecimal.
+    Blob(Vec<u8>),
+    /// `42`: an unsigned integer, stored as 8 big-endian bytes so that order is numeric.
+    Int(u64),
+}
+
+/// The bytes of a literal, borrowed where possible (an integer's 8 bytes live inline).
+#[derive(Debug, Clone, Copy)]
+pub enum LiteralBytes<'a> {
+    Slice(&'a [u8]),
+    Int([u8; 8]),
+}
+
+impl Deref for LiteralBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            LiteralBytes::Slice(s) => s,
+            LiteralBytes::Int(b) => b,
+        }
+    }
+}
+
+impl Literal {
+    /// The bytes this literal stands for, without allocating.
+    pub fn bytes(&self) -> LiteralBytes<'_> {
+        match self {
+            Literal::Text(s) => LiteralBytes::Slice(s.as_bytes()),
+            Literal::Blob(b) => LiteralBytes::Slice(b),
+            Literal::Int(n) => LiteralBytes::Int(n.to_be_bytes()),
+        }
+    }
+}
+
+/// The keys a `SCAN` or `COUNT` covers: `[start [end]] [PREFIX p]`, the half-open range
+/// `[start, end)` intersected with the keys that start with `p`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyRange {
+    pub start: Option<Literal>,
+    pub end: Option<Literal>,
+    pub prefix: Option<Literal>,
+}
+
+/// One statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Statement {
+    /// `PUT key value`: insert or replace.
+    Put { key: Literal, value: Literal },
+    /// `GET key`
+    Get { key: Literal },
+    /// `DELETE key`
+    Delete { key: Literal },
+    /// `SCAN [start [end]] [PREFIX p] [REVERSE] [LIMIT n]`, options in any order.
+    Scan {
+        range: KeyRange,
+        reverse: bool,
+        limit: Option<u64>,
+    },
+    /// `COUNT [start [end]] [PREFIX p]`
+    Count { range: KeyRange },
+    /// `BEGIN`
+    Begin,
+    /// `COMMIT`
+    Commit,
+    /// `ROLLBACK`
+    Rollback,
+    /// `USE table`
+    Use { table: String },
+    /// `CREATE TABLE table`
+    CreateTable { table: String },
+    /// `DROP TABLE table`
+    DropTable { table: String },
+    /// `TABLES`
+    Tables,
+}
+
+impl Statement {
+    /// The statement's verb, upper case (`"PUT"`, `"CREATE TABLE"`…): a name for its kind.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Statement::Put { .. } => "PUT",
+            Statement::Get { .. } => "GET",
+            Statement::Delete { .. } => "DELETE",
+            Statement::Scan { .. } => "SCAN",
+            Statement::Count { .. } => "COUNT",
+            Statement::Begin => "BEGIN",
+            Statement::Commit => "COMMIT",
+            Statement::Rollback => "ROLLBACK",
+            Statement::Use { .. } => "USE",
+            Statement::CreateTable { .. } => "CREATE TABLE",
+            Statement::DropTable { .. } => "DROP TABLE",
+            Statement::Tables => "TABLES",
+        }
+    }
+}
+
+/// A byte range of the source text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// A parsed statement and where it stands in its source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub statement: Statement,
+    pub span: Span,
+}

@@ -1,0 +1,82 @@
+//! The language's errors: parse errors with a position, and execution errors.
+
+use std::fmt;
+
+/// A statement that could not be parsed: where, and what was expected there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// Byte offset into the source.
+    pub offset: usize,
+    pub message: String,
+}
+
+/// A 1-based line and column (in characters) of a byte offset in a source text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Position {
+    /// The position of byte `offset` of `src` (clamped to the source, and to a character
+    /// boundary).
+    pub fn of(src: &str, offset: usize) -> Position {
+        let mut offset = offset.min(src.len());
+        while !src.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &src[..offset];
+        let line_start = before.rfind('\n').map_or(0, |n| n + 1);
+        Position {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        }
+    }
+}
+
+/// `name:line:col: message`, then the line and a caret under the column: how a tool
+/// reports an error at byte `offset` of `src`.
+pub fn render(name: &str, src: &str, offset: usize, message: &str) -> String {
+    let pos = Position::of(src, offset);
+    let line = src.lines().nth(pos.line - 1).unwrap_or("");
+    // Tabs keep their width in the caret line, so that the caret lines up.
+    let pad: String = line
+        .chars()
+        .take(pos.column - 1)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    format!(
+        "{name}:{}:{}: {message}\n{line}\n{pad}^",
+        pos.line, pos.column
+    )
+}
+
+impl ParseError {
+    /// The error, reported against `src` under the name `name` (a file name, say).
+    pub fn render(&self, name: &str, src: &str) -> String {
+        render(name, src, self.offset, &self.message)
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at byte {})", self.message, self.offset)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// A statement that parsed but could not be executed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// The engine refused or failed (a limit, a missing table, corruption, I/O).
+    #[error(transparent)]
+    Engine(#[from] cairn_engine::Error),
+    /// `BEGIN` inside a transaction.
+    #[error("a transaction is already open: COMMIT or ROLLBACK it first")]
+    AlreadyInTransaction,
+    /// `COMMIT` or `ROLLBACK` outside a transaction.
+    #[error("no transaction is open")]
+    NoTransaction,
+}

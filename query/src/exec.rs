@@ -1,0 +1,342 @@
+//! The executor: runs parsed statements against a database and returns what they
+//! produced, as data. It never prints.
+//!
+//! Outside `BEGIN … COMMIT` each statement is its own transaction (reads take a read
+//! snapshot, not the write lock). Inside, every statement works on the one write
+//! transaction and sees its writes; a statement that fails leaves it open and unchanged.
+
+use std::ops::Bound;
+
+use cairn_engine::{Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn};
+
+use crate::ast::{KeyRange, Statement};
+use crate::error::ExecError;
+
+/// The table a session starts in, created when missing in a writable database.
+pub const DEFAULT_TABLE: &str = "main";
+
+type Result<T> = std::result::Result<T, ExecError>;
+
+/// What a statement did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// `PUT`: whether it replaced a value.
+    Put { replaced: bool },
+    /// `DELETE`: whether the key was there.
+    Delete { existed: bool },
+    /// `GET` and `SCAN`: how many rows were produced.
+    Rows(u64),
+    /// `COUNT`
+    Count(u64),
+    /// `TABLES`
+    Tables(Vec<TableInfo>),
+    /// `BEGIN`
+    Began,
+    /// `COMMIT`
+    Committed,
+    /// `ROLLBACK`
+    RolledBack,
+    /// `USE`: the table now current.
+    Using(String),
+    /// `CREATE TABLE`
+    Created(String),
+    /// `DROP TABLE`
+    Dropped(String),
+}
+
+/// A statement's outcome with its rows collected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    pub outcome: Outcome,
+    /// Key and value of each row, for `GET` and `SCAN`.
+    pub rows: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The reads a statement needs, from a read snapshot or from the write transaction.
+trait Reader {
+    fn get(&self, key: &[u8]) -> cairn_engine::Result<Option<&[u8]>>;
+    fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> cairn_engine::Result<Range<'_>>;
+    fn len(&self) -> u64;
+}
+
+impl Reader for Table<'_> {
+    fn get(&self, key: &[u8]) -> cairn_engine::Result<Option<&[u8]>> {
+        Table::get(self, key)
+    }
+    fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> cairn_engine::Result<Range<'_>> {
+        Table::range::<[u8], _>(self, (lo, hi))
+    }
+    fn len(&self) -> u64 {
+        Table::len(self)
+    }
+}
+
+impl Reader for TableMut<'_> {
+    fn get(&self, key: &[u8]) -> cairn_engine::Result<Option<&[u8]>> {
+        TableMut::get(self, key)
+    }
+    fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> cairn_engine::Result<Range<'_>> {
+        TableMut::range::<[u8], _>(self, (lo, hi))
+    }
+    fn len(&self) -> u64 {
+        TableMut::len(self)
+    }
+}
+
+/// The smallest key above every key that starts with `prefix`, if there is one.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let keep = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=keep].to_vec();
+    end[keep] += 1;
+    Some(end)
+}
+
+/// Runs `f` over the rows of `range` in `t`, forward or reverse, at most `limit` of them.
+fn for_each_row(
+    t: &dyn Reader,
+    range: &KeyRange,
+    reverse: bool,
+    limit: Option<u64>,
+    f: &mut dyn FnMut(&[u8], &[u8]),
+) -> Result<u64> {
+    let start = range.start.as_ref().map(|l| l.bytes());
+    let end = range.end.as_ref().map(|l| l.bytes());
+    let prefix = range.prefix.as_ref().map(|l| l.bytes());
+    let prefix_end = prefix.as_deref().and_then(prefix_end);
+    // The range is [start, end) intersected with [prefix, prefix_end).
+    let lo = match (start.as_deref(), prefix.as_deref()) {
+        (Some(s), Some(p)) => Bound::Included(s.max(p)),
+        (Some(b), None) | (None, Some(b)) => Bound::Included(b),
+        (None, None) => Bound::Unbounded,
+    };
+    let hi = match (end.as_deref(), prefix_end.as_deref()) {
+        (Some(e), Some(p)) => Bound::Excluded(e.min(p)),
+        (Some(b), None) | (None, Some(b)) => Bound::Excluded(b),
+        (None, None) => Bound::Unbounded,
+    };
+    if let (Bound::Included(l), Bound::Excluded(h)) = (lo, hi)
+        && l >= h
+    {
+        return Ok(0);
+    }
+    let rows = t.range(lo, hi)?;
+    let rows: Box<dyn Iterator<Item = _>> = if reverse {
+        Box::new(rows.rev())
+    } else {
+        Box::new(rows)
+    };
+    let mut n = 0;
+    for row in rows.take(usize::try_from(limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX)) {
+        let (k, v) = row?;
+        f(k, v);
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// A connection to a database: the current table and, between `BEGIN` and `COMMIT`, the
+/// open write transaction. Dropping a session with a transaction open rolls it back.
+#[derive(Debug)]
+pub struct Session {
+    db: Database,
+    table: String,
+    txn: Option<WriteTxn>,
+}
+
+impl Session {
+    /// A session on `db`, in [`DEFAULT_TABLE`], which is created if the database is
+    /// writable and lacks it.
+    ///
+    /// # Errors
+    /// When the default table cannot be created.
+    pub fn new(db: Database) -> Result<Session> {
+        if !db.is_read_only() {
+            let mut txn = db.begin_write()?;
+            if !txn.table_exists(DEFAULT_TABLE)? {
+                txn.create_table(DEFAULT_TABLE)?;
+                txn.commit()?;
+            }
+        }
+        Ok(Session {
+            db,
+            table: DEFAULT_TABLE.to_owned(),
+            txn: None,
+        })
+    }
+
+    /// The database.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// The current table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Whether a `BEGIN` is waiting for its `COMMIT` or `ROLLBACK`.
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    /// Ends the session; returns whether an open transaction was rolled back.
+    pub fn close(mut self) -> bool {
+        self.txn.take().is_some()
+    }
+
+    /// Runs `stmt` and collects its rows.
+    ///
+    /// # Errors
+    /// As [`Session::run`].
+    pub fn execute(&mut self, stmt: &Statement) -> Result<Output> {
+        let mut rows = Vec::new();
+        let outcome = self.run(stmt, &mut |k, v| rows.push((k.to_vec(), v.to_vec())))?;
+        Ok(Output { outcome, rows })
+    }
+
+    /// Runs `stmt`, handing each row it produces to `sink` (borrowed, not copied).
+    ///
+    /// # Errors
+    /// Engine errors (limits, missing tables, corruption, I/O) and transaction misuse.
+    /// Inside a transaction a failed statement changes nothing and the transaction stays
+    /// open.
+    pub fn run(&mut self, stmt: &Statement, sink: &mut dyn FnMut(&[u8], &[u8])) -> Result<Outcome> {
+        match stmt {
+            Statement::Put { key, value } => {
+                let (key, value) = (key.bytes(), value.bytes());
+                let replaced = self.write(|t| t.insert(&key, &value))?;
+                Ok(Outcome::Put { replaced })
+            }
+            Statement::Delete { key } => {
+                let key = key.bytes();
+                let existed = self.write(|t| t.remove(&key))?;
+                Ok(Outcome::Delete { existed })
+            }
+            Statement::Get { key } => {
+                let key = key.bytes();
+                self.read(|t| {
+                    Ok(match t.get(&key)? {
+                        Some(v) => {
+                            sink(&key, v);
+                            Outcome::Rows(1)
+                        }
+                        None => Outcome::Rows(0),
+                    })
+                })
+            }
+            Statement::Scan {
+                range,
+                reverse,
+                limit,
+            } => self.read(|t| {
+                Ok(Outcome::Rows(for_each_row(
+                    t, range, *reverse, *limit, sink,
+                )?))
+            }),
+            Statement::Count { range } => self.read(|t| {
+                if *range == KeyRange::default() {
+                    return Ok(Outcome::Count(t.len()));
+                }
+                Ok(Outcome::Count(for_each_row(
+                    t,
+                    range,
+                    false,
+                    None,
+                    &mut |_, _| {},
+                )?))
+            }),
+            Statement::Begin => {
+                if self.txn.is_some() {
+                    return Err(ExecError::AlreadyInTransaction);
+                }
+                self.txn = Some(self.db.begin_write()?);
+                Ok(Outcome::Began)
+            }
+            Statement::Commit => {
+                self.txn.take().ok_or(ExecError::NoTransaction)?.commit()?;
+                Ok(Outcome::Committed)
+            }
+            Statement::Rollback => {
+                self.txn.take().ok_or(ExecError::NoTransaction)?.rollback();
+                Ok(Outcome::RolledBack)
+            }
+            Statement::Tables => Ok(Outcome::Tables(match &self.txn {
+                Some(txn) => txn.list_tables()?,
+                None => self.db.begin_read()?.list_tables()?,
+            })),
+            Statement::Use { table } => {
+                let exists = match &mut self.txn {
+                    Some(txn) => txn.table_exists(table)?,
+                    None => self.db.begin_read()?.open_table(table).is_ok(),
+                };
+                if !exists {
+                    return Err(cairn_engine::Error::TableNotFound(table.clone()).into());
+                }
+                self.table.clone_from(table);
+                Ok(Outcome::Using(table.clone()))
+            }
+            Statement::CreateTable { table } => {
+                self.in_write_txn(|txn| txn.create_table(table))?;
+                Ok(Outcome::Created(table.clone()))
+            }
+            Statement::DropTable { table } => {
+                self.in_write_txn(|txn| txn.drop_table(table))?;
+                Ok(Outcome::Dropped(table.clone()))
+            }
+        }
+    }
+
+    /// Runs `f` in the open transaction, or in a transaction of its own that commits.
+    fn in_write_txn<T>(
+        &mut self,
+        f: impl FnOnce(&mut WriteTxn) -> cairn_engine::Result<T>,
+    ) -> Result<T> {
+        if let Some(txn) = &mut self.txn {
+            return Ok(f(txn)?);
+        }
+        let mut txn = self.db.begin_write()?;
+        let out = f(&mut txn)?;
+        txn.commit()?;
+        Ok(out)
+    }
+
+    /// Runs `f` on the current table for writing.
+    fn write<T>(
+        &mut self,
+        f: impl FnOnce(&mut TableMut<'_>) -> cairn_engine::Result<T>,
+    ) -> Result<T> {
+        let Session { db, table, txn } = self;
+        if let Some(txn) = txn {
+            return Ok(f(&mut txn.open_table(table)?)?);
+        }
+        let mut txn = db.begin_write()?;
+        let out = f(&mut txn.open_table(table)?)?;
+        txn.commit()?;
+        Ok(out)
+    }
+
+    /// Runs `f` on the current table for reading: in the open transaction, or on a
+    /// fresh read snapshot.
+    fn read<T>(&mut self, f: impl FnOnce(&dyn Reader) -> Result<T>) -> Result<T> {
+        if let Some(txn) = &mut self.txn {
+            let t = txn.open_table(&self.table)?;
+            return f(&t);
+        }
+        let snapshot: ReadTxn = self.db.begin_read()?;
+        let t = snapshot.open_table(&self.table)?;
+        f(&t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_ends_skip_trailing_ff() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(&[1, 0xff, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff]), None);
+        assert_eq!(prefix_end(b""), None);
+    }
+}

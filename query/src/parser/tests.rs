@@ -1,0 +1,303 @@
+//! Parser tests: every statement form, every error class and its position.
+
+use super::*;
+use crate::Position;
+
+fn one(src: &str) -> Statement {
+    let script = parse_script(src);
+    assert!(script.errors.is_empty(), "{src:?}: {:?}", script.errors);
+    assert_eq!(script.statements.len(), 1, "{src:?}");
+    script.statements[0].statement.clone()
+}
+
+/// The single error of `src`: its (line, column) and message.
+fn error(src: &str) -> (usize, usize, String) {
+    let script = parse_script(src);
+    assert_eq!(script.errors.len(), 1, "{src:?}: {:?}", script.errors);
+    let e = &script.errors[0];
+    let p = Position::of(src, e.offset);
+    (p.line, p.column, e.message.clone())
+}
+
+fn text(s: &str) -> Literal {
+    Literal::Text(s.into())
+}
+
+fn range(start: Option<Literal>, end: Option<Literal>, prefix: Option<Literal>) -> KeyRange {
+    KeyRange { start, end, prefix }
+}
+
+#[test]
+fn every_statement_form() {
+    assert_eq!(
+        one("PUT 'a' 'b'"),
+        Statement::Put {
+            key: text("a"),
+            value: text("b")
+        }
+    );
+    assert_eq!(
+        one("put \"a\" x'00FF'"),
+        Statement::Put {
+            key: text("a"),
+            value: Literal::Blob(vec![0, 255])
+        }
+    );
+    assert_eq!(
+        one("GET 42"),
+        Statement::Get {
+            key: Literal::Int(42)
+        }
+    );
+    assert_eq!(one("Delete 'k'"), Statement::Delete { key: text("k") });
+    let scan = |range, reverse, limit| Statement::Scan {
+        range,
+        reverse,
+        limit,
+    };
+    assert_eq!(one("SCAN"), scan(KeyRange::default(), false, None));
+    assert_eq!(
+        one("SCAN 'a'"),
+        scan(range(Some(text("a")), None, None), false, None)
+    );
+    assert_eq!(
+        one("SCAN 'a' 'b'"),
+        scan(range(Some(text("a")), Some(text("b")), None), false, None)
+    );
+    assert_eq!(
+        one("SCAN PREFIX 'p'"),
+        scan(range(None, None, Some(text("p"))), false, None)
+    );
+    assert_eq!(
+        one("scan 1 REVERSE limit 10"),
+        scan(range(Some(Literal::Int(1)), None, None), true, Some(10))
+    );
+    assert_eq!(
+        one("SCAN LIMIT 3 REVERSE PREFIX x'00'"),
+        scan(
+            range(None, None, Some(Literal::Blob(vec![0]))),
+            true,
+            Some(3)
+        )
+    );
+    assert_eq!(
+        one("COUNT"),
+        Statement::Count {
+            range: KeyRange::default()
+        }
+    );
+    assert_eq!(
+        one("COUNT 'a' 'b' PREFIX 'x'"),
+        Statement::Count {
+            range: range(Some(text("a")), Some(text("b")), Some(text("x")))
+        }
+    );
+    assert_eq!(one("BEGIN"), Statement::Begin);
+    assert_eq!(one("commit"), Statement::Commit);
+    assert_eq!(one("Rollback"), Statement::Rollback);
+    assert_eq!(one("TABLES"), Statement::Tables);
+    assert_eq!(
+        one("USE t_1"),
+        Statement::Use {
+            table: "t_1".into()
+        }
+    );
+    assert_eq!(
+        one("USE 'my table'"),
+        Statement::Use {
+            table: "my table".into()
+        }
+    );
+    assert_eq!(
+        one("CREATE TABLE t"),
+        Statement::CreateTable { table: "t".into() }
+    );
+    assert_eq!(
+        one("drop table \"t\""),
+        Statement::DropTable { table: "t".into() }
+    );
+}
+
+#[test]
+fn literals_and_escapes() {
+    let key = |src: &str| match one(&format!("GET {src}")) {
+        Statement::Get { key } => key,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(key("'it''s'"), text("it's"));
+    assert_eq!(key("\"say \"\"hi\"\"\""), text("say \"hi\""));
+    assert_eq!(key(r#""a\tb\n\r\0\\\'\"""#), text("a\tb\n\r\0\\'\""));
+    assert_eq!(key(r"'\x41\x7a'"), text("Az"));
+    assert_eq!(
+        key(r"'\xff'"),
+        Literal::Blob(vec![0xff]),
+        "invalid UTF-8 text is a blob"
+    );
+    assert_eq!(key("''"), text(""));
+    assert_eq!(key("x''"), Literal::Blob(vec![]));
+    assert_eq!(key("'caf\u{e9} \u{1F600}'"), text("caf\u{e9} \u{1F600}"));
+    assert_eq!(key("'multi\nline'"), text("multi\nline"));
+    assert_eq!(key("18446744073709551615"), Literal::Int(u64::MAX));
+    assert_eq!(key("'a\0b'"), text("a\0b"));
+}
+
+#[test]
+fn separators_comments_and_spans() {
+    let src = "PUT 'a' 'b'; GET 'a' -- read it back\n\n  -- a comment line\n;;TABLES\r\n";
+    let script = parse_script(src);
+    assert!(script.errors.is_empty(), "{:?}", script.errors);
+    let spans: Vec<&str> = script
+        .statements
+        .iter()
+        .map(|s| &src[s.span.start..s.span.end])
+        .collect();
+    assert_eq!(spans, vec!["PUT 'a' 'b'", "GET 'a'", "TABLES"]);
+    assert_eq!(
+        Position::of(src, script.statements[2].span.start),
+        Position { line: 4, column: 3 }
+    );
+    assert!(parse_script("").statements.is_empty());
+    assert!(parse_script(" -- only a comment").errors.is_empty());
+}
+
+#[test]
+fn each_error_class_reports_its_position() {
+    let cases: &[(&str, (usize, usize), &str)] = &[
+        ("FOO 'a'", (1, 1), "expected a statement"),
+        ("GET", (1, 4), "expected a key"),
+        ("PUT 'a'", (1, 8), "expected a value"),
+        ("PUT 'a' b", (1, 9), "expected a value"),
+        ("PUT 'a", (1, 5), "unterminated string"),
+        ("PUT 'a\\q' 'b'", (1, 7), "expected an escape"),
+        ("GET '\\x4'", (1, 6), "two hexadecimal digits"),
+        ("GET x'0g'", (1, 8), "expected a hexadecimal digit"),
+        ("GET x'0'", (1, 8), "even number of hexadecimal digits"),
+        ("GET x'00", (1, 5), "unterminated hex literal"),
+        ("GET -1", (1, 5), "negative integers are not supported"),
+        ("GET 18446744073709551616", (1, 5), "integer out of range"),
+        (
+            "GET 12ab",
+            (1, 7),
+            "expected a space or the end of the integer",
+        ),
+        ("GET 'a' 'b'", (1, 9), "expected the end of the statement"),
+        ("SCAN 'a' FOO", (1, 10), "expected PREFIX, REVERSE, LIMIT"),
+        ("COUNT REVERSE", (1, 7), "expected PREFIX or the end"),
+        ("SCAN LIMIT 1 LIMIT 2", (1, 14), "LIMIT given twice"),
+        ("SCAN LIMIT", (1, 11), "expected a number of rows"),
+        ("SCAN LIMIT 'a'", (1, 12), "expected a number of rows"),
+        ("SCAN PREFIX", (1, 12), "expected a quoted string"),
+        ("CREATE t", (1, 8), "expected TABLE"),
+        ("DROP TABLE", (1, 11), "expected a table name"),
+        ("USE x'00'", (1, 6), "expected the end of the statement"),
+        ("BEGIN now", (1, 7), "expected the end of the statement"),
+        ("\n\n  GET 'a' @", (3, 11), "found '@'"),
+        ("GET 'a'\0", (1, 8), "expected the end of the statement"),
+    ];
+    for (src, (line, column), message) in cases {
+        let (l, c, m) = error(src);
+        assert_eq!((l, c), (*line, *column), "{src:?}: {m}");
+        assert!(m.contains(message), "{src:?}: {m:?} lacks {message:?}");
+    }
+}
+
+#[test]
+fn limits_are_errors() {
+    let limits = Limits {
+        max_literal: 4,
+        max_statement: 20,
+    };
+    let script = parse_script_with("PUT 'abcd' 'abcde'", limits);
+    assert_eq!(script.errors.len(), 1);
+    assert_eq!(script.errors[0].offset, 11);
+    assert!(
+        script.errors[0]
+            .message
+            .contains("literal longer than 4 bytes")
+    );
+    let script = parse_script_with("PUT x'0102030405' 1", limits);
+    assert!(
+        script.errors[0]
+            .message
+            .contains("literal longer than 4 bytes")
+    );
+    let script = parse_script_with("PUT 1                        2\nGET 1", limits);
+    assert!(
+        script.errors[0]
+            .message
+            .contains("statement longer than 20 bytes")
+    );
+    assert_eq!(script.statements.len(), 1, "the next statement still runs");
+}
+
+#[test]
+fn errors_do_not_stop_the_statements_around_them() {
+    let src = "PUT 'a' 'b'\nFOO\nGET 'a'; BAR 'x;y'; TABLES\nPUT 'z\n";
+    let script = parse_script(src);
+    let verbs: Vec<&str> = script
+        .statements
+        .iter()
+        .map(|s| s.statement.verb())
+        .collect();
+    assert_eq!(verbs, vec!["PUT", "GET", "TABLES"]);
+    let positions: Vec<(usize, usize)> = script
+        .errors
+        .iter()
+        .map(|e| {
+            let p = Position::of(src, e.offset);
+            (p.line, p.column)
+        })
+        .collect();
+    assert_eq!(positions, vec![(2, 1), (3, 10), (4, 5)]);
+}
+
+#[test]
+fn hostile_inputs_return_errors_quickly() {
+    let quotes = "'".repeat(100_001);
+    assert_eq!(parse_script(&quotes).errors.len(), 1);
+    let put_quotes = format!("PUT {}", "'".repeat(100_000));
+    assert_eq!(parse_script(&put_quotes).errors.len(), 1);
+
+    let big = "a".repeat(10 << 20);
+    let script = parse_script(&format!("PUT 'k' '{big}'"));
+    assert!(script.errors.is_empty());
+    assert_eq!(script.statements.len(), 1);
+    let script = parse_script(&format!("PUT 'k' '{big}"));
+    assert_eq!((script.statements.len(), script.errors.len()), (0, 1));
+
+    let nul = parse_script("\0\0\0");
+    assert_eq!(nul.errors.len(), 1);
+    let deep = parse_script(&"(".repeat(100_000));
+    assert_eq!(deep.errors.len(), 1);
+}
+
+#[test]
+fn invalid_utf8_is_an_error_in_its_statement_only() {
+    let src = b"PUT 'a' 'b'\nPUT '\xff\xfe' 'x'\nGET 'a'\n\xc3";
+    let script = parse_bytes(src);
+    let verbs: Vec<&str> = script
+        .statements
+        .iter()
+        .map(|s| s.statement.verb())
+        .collect();
+    assert_eq!(verbs, vec!["PUT", "GET"]);
+    let offsets: Vec<usize> = script.errors.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, vec![17, 33]);
+    assert!(
+        script
+            .errors
+            .iter()
+            .all(|e| e.message.contains("invalid UTF-8"))
+    );
+}
+
+#[test]
+fn errors_render_with_a_caret() {
+    let src = "PUT 'a' 'b'\n\tGET 'a' 'b'";
+    let script = parse_script(src);
+    let shown = script.errors[0].render("script.cq", src);
+    assert_eq!(
+        shown,
+        "script.cq:2:10: expected the end of the statement (';' or a new line), found '\\''\n\tGET 'a' 'b'\n\t        ^"
+    );
+}
