@@ -301,3 +301,19 @@ fn errors_render_with_a_caret() {
         "script.cq:2:10: expected the end of the statement (';' or a new line), found '\\''\n\tGET 'a' 'b'\n\t        ^"
     );
 }
+
+/// The examples in docs/language.md parse as the document says.
+#[test]
+fn the_language_document_examples_parse() {
+    let doc = include_str!("../../../docs/language.md");
+    let mut blocks = 0;
+    for block in doc.split("```").skip(1).step_by(2) {
+        if block.starts_with("ebnf") || block.contains("^\n") || block.contains("script.cq:") {
+            continue;
+        }
+        let script = parse_script(block);
+        assert!(script.errors.is_empty(), "{block}: {:?}", script.errors);
+        blocks += 1;
+    }
+    assert_eq!(blocks, 3);
+}

@@ -1,0 +1,261 @@
+//! Random scripts run through the parser and the executor, checked against a model of
+//! tables with transactions: autocommit statements, BEGIN/COMMIT/ROLLBACK, failing
+//! statements inside a transaction, table creation, dropping and switching, reopening.
+
+use std::collections::BTreeMap;
+
+use cairn_engine::Database;
+use cairn_query::{ExecError, Outcome, Session, Statement, parse_script};
+use cairn_tests::{scale, seed};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+type Tables = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+struct Model {
+    committed: Tables,
+    working: Option<Tables>,
+    table: String,
+}
+
+impl Model {
+    fn view(&self) -> &Tables {
+        self.working.as_ref().unwrap_or(&self.committed)
+    }
+    fn view_mut(&mut self) -> &mut Tables {
+        self.working.as_mut().unwrap_or(&mut self.committed)
+    }
+}
+
+fn key(rng: &mut SmallRng) -> String {
+    match rng.random_range(0..10) {
+        0 => rng.random_range(0u64..20).to_string(),
+        1 => format!("x'{:02x}{:02x}'", rng.random::<u8>(), rng.random::<u8>()),
+        2 => format!("'{}'", "k".repeat(1100)), // over the 1024-byte key limit
+        _ => format!(
+            "'{}'",
+            (0..rng.random_range(1..3))
+                .map(|_| (b'a' + rng.random_range(0..5)) as char)
+                .collect::<String>()
+        ),
+    }
+}
+
+fn statement(rng: &mut SmallRng) -> String {
+    let table = ["main", "t1", "t2"][rng.random_range(0..3)];
+    match rng.random_range(0..100) {
+        0..=29 => format!("PUT {} '{}'", key(rng), "v".repeat(rng.random_range(0..30))),
+        30..=39 => format!("DELETE {}", key(rng)),
+        40..=49 => format!("GET {}", key(rng)),
+        50..=59 => {
+            let mut s = "SCAN".to_owned();
+            if rng.random_bool(0.5) {
+                s += &format!(" {}", key(rng));
+                if rng.random_bool(0.5) {
+                    s += &format!(" {}", key(rng));
+                }
+            }
+            if rng.random_bool(0.3) {
+                s += &format!(" PREFIX {}", key(rng));
+            }
+            if rng.random_bool(0.4) {
+                s += " REVERSE";
+            }
+            if rng.random_bool(0.4) {
+                s += &format!(" LIMIT {}", rng.random_range(0..6));
+            }
+            s
+        }
+        60..=64 => format!(
+            "COUNT{}",
+            if rng.random_bool(0.5) {
+                format!(" PREFIX {}", key(rng))
+            } else {
+                String::new()
+            }
+        ),
+        65..=71 => "BEGIN".into(),
+        72..=78 => "COMMIT".into(),
+        79..=82 => "ROLLBACK".into(),
+        83..=86 => format!("CREATE TABLE {table}"),
+        87..=88 => format!("DROP TABLE {table}"),
+        89..=94 => format!("USE {table}"),
+        _ => "TABLES".into(),
+    }
+}
+
+/// What the model says `stmt` returns: rows for reads, a count, or an error.
+fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Vec<(Vec<u8>, Vec<u8>)>), ()> {
+    let table = m.table.clone();
+    let in_txn = m.working.is_some();
+    match stmt {
+        Statement::Begin if in_txn => Err(()),
+        Statement::Begin => {
+            m.working = Some(m.committed.clone());
+            Ok((Outcome::Began, vec![]))
+        }
+        Statement::Commit => {
+            m.committed = m.working.take().ok_or(())?;
+            Ok((Outcome::Committed, vec![]))
+        }
+        Statement::Rollback => {
+            m.working.take().ok_or(())?;
+            Ok((Outcome::RolledBack, vec![]))
+        }
+        Statement::CreateTable { table } => {
+            if m.view().contains_key(table) {
+                return Err(());
+            }
+            m.view_mut().insert(table.clone(), BTreeMap::new());
+            Ok((Outcome::Created(table.clone()), vec![]))
+        }
+        Statement::DropTable { table } => {
+            m.view_mut().remove(table).ok_or(())?;
+            Ok((Outcome::Dropped(table.clone()), vec![]))
+        }
+        Statement::Use { table } => {
+            if !m.view().contains_key(table) {
+                return Err(());
+            }
+            m.table = table.clone();
+            Ok((Outcome::Using(table.clone()), vec![]))
+        }
+        Statement::Tables => Ok((
+            Outcome::Tables(
+                m.view()
+                    .iter()
+                    .map(|(name, t)| cairn_engine::TableInfo {
+                        name: name.clone(),
+                        len: t.len() as u64,
+                    })
+                    .collect(),
+            ),
+            vec![],
+        )),
+        Statement::Put { key, value } => {
+            let key = key.bytes().to_vec();
+            if key.len() > 1024 {
+                return Err(());
+            }
+            let t = m.view_mut().get_mut(&table).ok_or(())?;
+            let replaced = t.insert(key, value.bytes().to_vec()).is_some();
+            Ok((Outcome::Put { replaced }, vec![]))
+        }
+        Statement::Delete { key } => {
+            let t = m.view_mut().get_mut(&table).ok_or(())?;
+            let existed = t.remove(&key.bytes()[..]).is_some();
+            Ok((Outcome::Delete { existed }, vec![]))
+        }
+        Statement::Get { key } => {
+            let t = m.view().get(&table).ok_or(())?;
+            let k = key.bytes().to_vec();
+            let rows: Vec<_> = t.get(&k).map(|v| (k, v.clone())).into_iter().collect();
+            Ok((Outcome::Rows(rows.len() as u64), rows))
+        }
+        Statement::Scan { range, .. } | Statement::Count { range } => {
+            let (reverse, limit) = match stmt {
+                Statement::Scan { reverse, limit, .. } => (*reverse, *limit),
+                _ => (false, None),
+            };
+            let t = m.view().get(&table).ok_or(())?;
+            let start = range.start.as_ref().map(|l| l.bytes().to_vec());
+            let end = range.end.as_ref().map(|l| l.bytes().to_vec());
+            let prefix = range.prefix.as_ref().map(|l| l.bytes().to_vec());
+            let mut rows: Vec<(Vec<u8>, Vec<u8>)> = t
+                .iter()
+                .filter(|(k, _)| start.as_ref().is_none_or(|s| *k >= s))
+                .filter(|(k, _)| end.as_ref().is_none_or(|e| *k < e))
+                .filter(|(k, _)| prefix.as_ref().is_none_or(|p| k.starts_with(p)))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if reverse {
+                rows.reverse();
+            }
+            rows.truncate(limit.map_or(usize::MAX, |l| l as usize));
+            Ok(match stmt {
+                Statement::Count { .. } => (Outcome::Count(rows.len() as u64), vec![]),
+                _ => (Outcome::Rows(rows.len() as u64), rows),
+            })
+        }
+        _ => Err(()),
+    }
+}
+
+#[test]
+fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
+    let seed = seed("query_model");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("q.cairn");
+    let mut session = Session::new(Database::create(&path)?)?;
+    let mut model = Model {
+        committed: Tables::new(),
+        working: None,
+        table: "main".into(),
+    };
+    model.committed.insert("main".into(), BTreeMap::new());
+    let (mut succeeded, mut failed, mut rows_seen) = (0, 0, 0);
+    for step in 0..scale("CAIRN_QUERY_OPS", 3000) {
+        if rng.random_range(0..200) == 0 {
+            let rolled_back = session.close();
+            assert_eq!(rolled_back, model.working.take().is_some());
+            session = Session::new(Database::open(&path)?)?;
+            model.committed.entry("main".into()).or_default();
+            model.table = "main".into();
+            continue;
+        }
+        let src = statement(&mut rng);
+        let script = parse_script(&src);
+        assert!(script.errors.is_empty(), "{src}: {:?}", script.errors);
+        let stmt = &script.statements[0].statement;
+        let expected = apply(&mut model, stmt);
+        match (session.execute(stmt), expected) {
+            (Ok(out), Ok((outcome, rows))) => {
+                assert_eq!(out.outcome, outcome, "step {step}: {src}");
+                assert_eq!(out.rows, rows, "step {step}: {src}");
+                succeeded += 1;
+                rows_seen += rows.len();
+            }
+            (Err(_), Err(())) => failed += 1,
+            (got, want) => panic!("step {step}: {src}: got {got:?}, model says {want:?}"),
+        }
+        assert_eq!(session.in_transaction(), model.working.is_some());
+        assert_eq!(session.table(), model.table);
+    }
+    eprintln!(
+        "{succeeded} statements succeeded, {failed} failed as the model said, {rows_seen} rows compared"
+    );
+    assert!(
+        succeeded > failed && rows_seen > 500,
+        "the script exercises too little"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_failed_statement_leaves_the_transaction_open_and_unchanged()
+-> Result<(), Box<dyn std::error::Error>> {
+    let mut s = Session::new(Database::in_memory()?)?;
+    let run = |s: &mut Session, src: &str| -> Result<Outcome, ExecError> {
+        let script = parse_script(src);
+        s.execute(&script.statements[0].statement)
+            .map(|o| o.outcome)
+    };
+    run(&mut s, "BEGIN")?;
+    run(&mut s, "PUT 'a' '1'")?;
+    assert!(run(&mut s, &format!("PUT '{}' 'x'", "k".repeat(5000))).is_err());
+    assert!(run(&mut s, "USE nowhere").is_err());
+    assert!(matches!(
+        run(&mut s, "BEGIN"),
+        Err(ExecError::AlreadyInTransaction)
+    ));
+    assert!(s.in_transaction());
+    assert_eq!(run(&mut s, "COUNT")?, Outcome::Count(1));
+    run(&mut s, "COMMIT")?;
+    assert!(matches!(
+        run(&mut s, "COMMIT"),
+        Err(ExecError::NoTransaction)
+    ));
+    assert_eq!(run(&mut s, "GET 'a'")?, Outcome::Rows(1));
+    Ok(())
+}
