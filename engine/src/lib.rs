@@ -21,6 +21,7 @@
 //! The file format and the commit protocol are described in `docs/design.md`.
 #![deny(unsafe_code)]
 
+mod backup;
 mod btree;
 mod check;
 mod commit;

@@ -25,11 +25,13 @@
 mod ast;
 mod error;
 mod exec;
+mod lexer;
 mod parser;
 mod print;
 
 pub use ast::{KeyRange, Literal, LiteralBytes, Located, Span, Statement};
 pub use error::{ExecError, ParseError, Position, render};
 pub use exec::{DEFAULT_TABLE, Outcome, Output, Session};
+pub use lexer::{LexState, unclosed_quote};
 pub use parser::{Limits, Script, parse_bytes, parse_bytes_with, parse_script, parse_script_with};
 pub use print::{display_bytes, is_printable};

@@ -15,6 +15,7 @@ use nom::{IResult, Parser};
 
 use crate::ast::{KeyRange, Literal, Located, Span, Statement};
 use crate::error::ParseError;
+use crate::lexer::LexState;
 
 /// Bounds on what the parser accepts, so that no input makes it allocate without bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,32 +466,11 @@ fn end_of_statement(i: &str) -> Res<'_, ()> {
 /// Where the statement after a broken one starts: past the next `;` or new line outside
 /// quotes and comments.
 fn recover(src: &str, from: usize) -> usize {
-    let bytes = src.as_bytes();
-    let mut i = from;
-    let mut quote = None;
-    while i < bytes.len() {
-        let b = bytes[i];
-        match quote {
-            Some(q) => {
-                if b == b'\\' {
-                    i += 1;
-                } else if b == q {
-                    quote = None;
-                }
-            }
-            None => match b {
-                b'\'' | b'"' => quote = Some(b),
-                b';' | b'\n' => return i + 1,
-                b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                    i = src[i..].find('\n').map_or(bytes.len(), |n| i + n);
-                    continue;
-                }
-                _ => {}
-            },
-        }
-        i += 1;
-    }
-    bytes.len()
+    let mut state = LexState::default();
+    src.as_bytes()[from..]
+        .iter()
+        .position(|&b| state.step(b))
+        .map_or(src.len(), |n| from + n + 1)
 }
 
 /// Parses a script with the default [`Limits`].

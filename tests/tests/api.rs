@@ -299,3 +299,52 @@ fn stats_count_pages_by_kind_and_free_pages_exactly() -> Result<(), Error> {
     );
     Ok(())
 }
+
+#[test]
+fn backup_copies_one_snapshot_while_a_writer_goes_on() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let db = Database::builder()
+        .durability(Durability::Eventual)
+        .create(dir.path().join("src.cairn"))?;
+    let mut w = db.begin_write()?;
+    for name in ["a", "b"] {
+        w.create_table(name)?;
+        let mut t = w.open_table(name)?;
+        for i in 0u32..25_000 {
+            t.insert(&i.to_be_bytes(), name.as_bytes())?;
+        }
+    }
+    w.commit()?;
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || -> Result<(), Error> {
+            for i in 0u32..200 {
+                let mut w = db.begin_write()?;
+                w.open_table("a")?.remove(&i.to_be_bytes())?;
+                w.commit()?;
+            }
+            Ok(())
+        })
+    };
+    let copy_path = dir.path().join("copy.cairn");
+    let copied = db.backup(&copy_path)?;
+    writer.join().map_err(|_| Error::ReadOnly)??;
+    let copy = Checked(Database::open(&copy_path)?);
+    let r = copy.begin_read()?;
+    let a = r.open_table("a")?.len();
+    // One snapshot: table b complete, table a as it was at some single commit.
+    assert_eq!(r.open_table("b")?.len(), 25_000);
+    assert!((24_800..=25_000).contains(&a));
+    let first = r.open_table("a")?.first()?.map(|(k, _)| k.to_vec());
+    assert_eq!(
+        first,
+        Some((25_000 - a as u32).to_be_bytes().to_vec()),
+        "a prefix of the removals, not a mix"
+    );
+    assert_eq!(copied, a + 25_000);
+    assert!(
+        matches!(db.backup(&copy_path), Err(Error::Io(_))),
+        "never overwrites"
+    );
+    Ok(())
+}
