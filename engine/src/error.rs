@@ -95,7 +95,7 @@ pub enum Error {
         max: u64,
     },
     /// An I/O error from the operating system; the database stays at its last commit.
-    #[error("I/O error: {0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 

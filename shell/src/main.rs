@@ -1,5 +1,102 @@
-//! The `cairn` shell (issue 4). For now it only reports its version.
+//! `cairn`: the database shell. Interactive on a terminal, a batch runner otherwise.
+//!
+//! Exit status: 0 when every statement succeeded, 1 when one failed, 2 on bad usage or a
+//! file that cannot be opened. Writing into a closed pipe ends the program quietly with 0.
 
-fn main() {
-    println!("cairn {}", env!("CARGO_PKG_VERSION"));
+mod cli;
+mod dot;
+mod render;
+mod repl;
+mod shell;
+mod timer;
+
+use std::io::{self, IsTerminal, Read};
+use std::process::ExitCode;
+
+use cli::Source;
+use render::Mode;
+use shell::{Flow, Settings, Shell};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match cli::parse(&args) {
+        Ok(o) => o,
+        Err(message) => {
+            eprintln!("cairn: {message}\nRun cairn --help for usage.");
+            return ExitCode::from(2);
+        }
+    };
+    if options.help {
+        println!("{}", cli::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    if options.version {
+        println!("cairn {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    match run(options) {
+        Ok(code) => code,
+        Err(e)
+            if e.downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("cairn: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
+    let (session, label) = match shell::open_session(options.file.as_deref(), options.read_only) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cairn: {e:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let interactive = options.sources.is_empty() && io::stdin().is_terminal();
+    let mode = options.mode.unwrap_or(if interactive {
+        Mode::Table
+    } else {
+        Mode::Plain
+    });
+    let settings = Settings {
+        mode,
+        headers: options.headers.unwrap_or(mode == Mode::Table),
+        timer: false,
+        bail: options.bail,
+    };
+    let mut shell = Shell::new(session, label, settings);
+    if interactive {
+        repl::run(&mut shell)?;
+    } else if options.sources.is_empty() {
+        let mut src = Vec::new();
+        io::stdin().read_to_end(&mut src)?;
+        shell.run_script("stdin", &src)?;
+    } else {
+        for source in &options.sources {
+            let flow = match source {
+                Source::Text(text) => shell.run_script("-c", text.as_bytes())?,
+                Source::File(path) => match std::fs::read(path) {
+                    Ok(src) => shell.run_script(&path.display().to_string(), &src)?,
+                    Err(e) => {
+                        shell.error(&format!("cairn: cannot read {}: {e}", path.display()))?;
+                        Flow::Quit
+                    }
+                },
+            };
+            if flow == Flow::Quit {
+                break;
+            }
+        }
+    }
+    let failed = shell.close()?;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

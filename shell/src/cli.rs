@@ -1,0 +1,130 @@
+//! Command-line arguments: `cairn [OPTIONS] [FILE]`.
+//!
+//! Long options take one or two dashes (`-bail` as in sqlite3, or `--bail`).
+
+use std::path::PathBuf;
+
+use crate::render::Mode;
+
+/// Printed by `--help`.
+pub const USAGE: &str = "\
+Usage: cairn [OPTIONS] [FILE]
+
+Opens FILE (created if missing), or an in-memory database when no FILE is given.
+Reads statements from the terminal interactively, or from standard input as a batch.
+
+Options:
+  -f, -file SCRIPT      run the statements in SCRIPT (may be repeated)
+  -c, -cmd TEXT         run the statements in TEXT (may be repeated)
+  -bail                 stop at the first statement that fails
+  -readonly             open FILE read-only
+  -mode MODE            output mode: table, plain, csv, json or line
+  -header, -noheader    print column names, or not
+  -h, -help             print this help
+  -V, -version          print the version
+
+Exit status: 0 when every statement succeeded, 1 when one failed, 2 on bad usage or a
+file that cannot be opened.";
+
+/// Where statements come from, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    File(PathBuf),
+    Text(String),
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Options {
+    pub file: Option<PathBuf>,
+    pub sources: Vec<Source>,
+    pub bail: bool,
+    pub read_only: bool,
+    pub mode: Option<Mode>,
+    pub headers: Option<bool>,
+    pub help: bool,
+    pub version: bool,
+}
+
+/// Parses the arguments after the program name.
+///
+/// # Errors
+/// A message saying what is wrong with them.
+pub fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let flag = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'));
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("option {name} needs a value"))
+        };
+        match flag {
+            Some("f" | "file") => o.sources.push(Source::File(value(arg)?.into())),
+            Some("c" | "cmd" | "command") => o.sources.push(Source::Text(value(arg)?)),
+            Some("bail") => o.bail = true,
+            Some("readonly" | "read-only") => o.read_only = true,
+            Some("mode") => {
+                let m = value(arg)?;
+                o.mode = Some(Mode::parse(&m).ok_or_else(|| format!("unknown mode {m:?}"))?);
+            }
+            Some("header" | "headers") => o.headers = Some(true),
+            Some("noheader" | "noheaders") => o.headers = Some(false),
+            Some("h" | "help") => o.help = true,
+            Some("V" | "version") => o.version = true,
+            Some("") => o.sources.push(Source::File("/dev/stdin".into())),
+            Some(_) => return Err(format!("unknown option {arg}")),
+            None if o.file.is_none() => o.file = Some(arg.into()),
+            None => {
+                return Err(format!(
+                    "unexpected argument {arg:?}: give one FILE; run statements with -c"
+                ));
+            }
+        }
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn options_in_both_spellings_and_sources_in_order() {
+        let o = parse(&args(&[
+            "db.cairn",
+            "-bail",
+            "--readonly",
+            "-c",
+            "GET 1",
+            "-f",
+            "x.cq",
+            "-mode",
+            "csv",
+        ]));
+        assert_eq!(
+            o,
+            Ok(Options {
+                file: Some("db.cairn".into()),
+                sources: vec![Source::Text("GET 1".into()), Source::File("x.cq".into())],
+                bail: true,
+                read_only: true,
+                mode: Some(Mode::Csv),
+                ..Options::default()
+            })
+        );
+    }
+
+    #[test]
+    fn bad_usage_is_explained() {
+        assert!(parse(&args(&["-x"])).is_err_and(|e| e.contains("unknown option -x")));
+        assert!(parse(&args(&["-c"])).is_err_and(|e| e.contains("needs a value")));
+        assert!(parse(&args(&["a", "b"])).is_err_and(|e| e.contains("unexpected argument")));
+        assert!(parse(&args(&["-mode", "fancy"])).is_err_and(|e| e.contains("unknown mode")));
+    }
+}

@@ -1,0 +1,262 @@
+//! Dot-commands: `.help`, `.tables`, `.mode`, `.dump`, `.check`, `.backup` and the rest.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use cairn_engine::ReadTxn;
+use cairn_query::{DEFAULT_TABLE, Literal, Outcome, Statement};
+
+use crate::render::{Cell, Mode, RowWriter};
+use crate::shell::{Flow, Shell};
+
+/// Printed by `.help`.
+pub const HELP: &str = "\
+.backup FILE          write a consistent copy of the database to FILE
+.check                check every page of the database; fails if it finds a problem
+.dump [TABLE]         print a script that rebuilds the database (or one table)
+.exit, .quit          leave the shell
+.headers on|off       print column names, or not
+.help                 show this list
+.mode MODE            output mode: table, plain, csv, json or line
+.open FILE            close this database and open FILE (created if missing)
+.read FILE            run the statements and commands in FILE
+.stats                statistics of the database file
+.tables               list the tables with their entry counts
+.timer on|off         print real, user and system time after each statement";
+
+/// The dot-commands, for completion.
+pub const COMMANDS: [&str; 14] = [
+    ".backup", ".check", ".dump", ".exit", ".headers", ".help", ".mode", ".open", ".quit", ".read",
+    ".stats", ".tables", ".timer", ".compact",
+];
+
+fn on_off(arg: Option<&str>) -> Option<bool> {
+    match arg?.to_ascii_lowercase().as_str() {
+        "on" | "yes" | "true" | "1" => Some(true),
+        "off" | "no" | "false" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// Runs the dot-command `line`, which stands at `at` (`script:line:column`).
+///
+/// # Errors
+/// Only failures to write the output; a failing command is reported and counted.
+pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
+    let mut words = line.split_whitespace();
+    let command = words.next().unwrap_or(".");
+    let args: Vec<&str> = words.collect();
+    let fail = |shell: &mut Shell, message: String| shell.error(&format!("{at}: {message}"));
+    let arity = |n: std::ops::RangeInclusive<usize>, usage: &str| -> Result<(), String> {
+        if n.contains(&args.len()) {
+            Ok(())
+        } else {
+            Err(format!("usage: {usage}"))
+        }
+    };
+    if command == ".read" {
+        let [file] = args[..] else {
+            fail(shell, "usage: .read FILE".into())?;
+            return Ok(Flow::Continue);
+        };
+        return match std::fs::read(file) {
+            Ok(src) => shell.run_script(file, &src),
+            Err(e) => fail(shell, format!("cannot read {file}: {e}")).map(|()| Flow::Continue),
+        };
+    }
+    let checked = match command {
+        ".quit" | ".exit" => return Ok(Flow::Quit),
+        ".help" => arity(0..=0, ".help").map(|()| HELP.to_owned()),
+        ".mode" if args.is_empty() => Ok(format!(
+            "current output mode: {}",
+            shell.settings.mode.name()
+        )),
+        ".mode" => arity(1..=1, ".mode table|plain|csv|json|line").and_then(|()| {
+            let mode = Mode::parse(args[0]).ok_or_else(|| {
+                format!(
+                    "unknown mode {:?}: use table, plain, csv, json or line",
+                    args[0]
+                )
+            })?;
+            shell.settings.mode = mode;
+            Ok(String::new())
+        }),
+        ".headers" | ".header" => arity(1..=1, ".headers on|off").and_then(|()| {
+            shell.settings.headers =
+                on_off(args.first().copied()).ok_or("usage: .headers on|off")?;
+            Ok(String::new())
+        }),
+        ".timer" => arity(1..=1, ".timer on|off").and_then(|()| {
+            shell.settings.timer = on_off(args.first().copied()).ok_or("usage: .timer on|off")?;
+            Ok(String::new())
+        }),
+        ".tables" => {
+            arity(0..=0, ".tables").and_then(|()| tables(shell).map_err(|e| e.to_string()))
+        }
+        ".stats" => arity(0..=0, ".stats").and_then(|()| stats(shell).map_err(|e| e.to_string())),
+        ".check" => arity(0..=0, ".check").and_then(|()| check(shell)),
+        ".dump" => arity(0..=1, ".dump [TABLE]")
+            .and_then(|()| dump(shell, args.first().copied()).map_err(|e| e.to_string())),
+        ".backup" => arity(1..=1, ".backup FILE").and_then(|()| {
+            let n = shell
+                .session
+                .database()
+                .backup(args[0])
+                .map_err(|e| format!("backup failed: {e}"))?;
+            Ok(format!("backed up {n} entries to {}", args[0]))
+        }),
+        ".open" => arity(1..=1, ".open FILE").map(|()| {
+            shell
+                .reopen(Some(Path::new(args[0])), false)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        }),
+        ".compact" => Err("not available yet: use .backup FILE, which writes a dense copy".into()),
+        _ => Err(format!(
+            "unknown command {command}: .help lists the commands"
+        )),
+    };
+    match checked {
+        Ok(text) if text.is_empty() => {}
+        Ok(text) => writeln!(shell.out, "{text}")?,
+        Err(message) => fail(shell, message)?,
+    }
+    Ok(Flow::Continue)
+}
+
+fn read_txn(shell: &Shell) -> Result<ReadTxn, String> {
+    shell
+        .session
+        .database()
+        .begin_read()
+        .map_err(|e| e.to_string())
+}
+
+fn tables(shell: &mut Shell) -> Result<String, String> {
+    let list = match shell.session.run(&Statement::Tables, &mut |_, _| {}) {
+        Ok(Outcome::Tables(list)) => list,
+        Ok(_) => Vec::new(),
+        Err(e) => return Err(e.to_string()),
+    };
+    let rows = list
+        .iter()
+        .map(|t| [Cell::Text(t.name.as_str().into()), Cell::Number(t.len)])
+        .collect();
+    print_rows(shell, &["table", "entries"], rows)
+}
+
+/// Prints two-column rows in the current mode.
+fn print_rows(
+    shell: &mut Shell,
+    columns: &'static [&'static str],
+    rows: Vec<[Cell<'_>; 2]>,
+) -> Result<String, String> {
+    let print = |shell: &mut Shell| -> io::Result<()> {
+        let mut w = RowWriter::new(
+            &mut shell.out,
+            shell.settings.mode,
+            shell.settings.headers,
+            columns,
+        )?;
+        for row in &rows {
+            w.row(row)?;
+        }
+        w.finish()
+    };
+    print(shell).map_err(|e| e.to_string())?;
+    Ok(String::new())
+}
+
+fn stats(shell: &mut Shell) -> Result<String, String> {
+    let s = shell
+        .session
+        .database()
+        .stats()
+        .map_err(|e| e.to_string())?;
+    let rows: Vec<(&str, String)> = vec![
+        ("commit", s.txid.to_string()),
+        ("page size", s.page_size.to_string()),
+        ("file size", s.file_size.to_string()),
+        ("pages", s.page_count.to_string()),
+        ("tables", s.tables.to_string()),
+        ("entries", s.entries.to_string()),
+        ("depth", s.depth.to_string()),
+        ("branch pages", s.branch_pages.to_string()),
+        ("leaf pages", s.leaf_pages.to_string()),
+        ("overflow pages", s.overflow_pages.to_string()),
+        ("freelist pages", s.freelist_pages.to_string()),
+        ("free pages", s.free_pages.to_string()),
+        ("fill factor", format!("{:.3}", s.fill_factor)),
+    ];
+    let rows = rows
+        .iter()
+        .map(|(name, value)| {
+            [
+                Cell::Text((*name).into()),
+                Cell::Text(value.as_str().into()),
+            ]
+        })
+        .collect();
+    print_rows(shell, &["statistic", "value"], rows)
+}
+
+fn check(shell: &mut Shell) -> Result<String, String> {
+    let report = shell
+        .session
+        .database()
+        .check()
+        .map_err(|e| e.to_string())?;
+    if report.is_ok() {
+        return Ok(format!(
+            "ok: {} pages, {} entries",
+            report.pages_checked, report.entries
+        ));
+    }
+    let problems: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
+    Err(format!(
+        "{} problems found:\n{}",
+        problems.len(),
+        problems.join("\n")
+    ))
+}
+
+/// The literal that writes `bytes`: text when it is printable, else hex.
+fn literal(bytes: &[u8]) -> Literal {
+    match std::str::from_utf8(bytes) {
+        Ok(s) if cairn_query::is_printable(bytes) => Literal::Text(s.to_owned()),
+        _ => Literal::Blob(bytes.to_vec()),
+    }
+}
+
+/// Prints a script that rebuilds the database (or one table) in a new file.
+fn dump(shell: &mut Shell, only: Option<&str>) -> Result<String, String> {
+    let txn = read_txn(shell)?;
+    let tables = txn.list_tables().map_err(|e| e.to_string())?;
+    if let Some(name) = only
+        && !tables.iter().any(|t| t.name == name)
+    {
+        return Err(format!("no table named {name:?}"));
+    }
+    let out = &mut shell.out;
+    let mut write = || -> Result<(), String> {
+        let io = |e: io::Error| e.to_string();
+        writeln!(out, "-- Cairn dump; load with: cairn NEW_FILE < THIS_FILE").map_err(io)?;
+        writeln!(out, "BEGIN").map_err(io)?;
+        for info in tables.iter().filter(|t| only.is_none_or(|n| n == t.name)) {
+            let name = Literal::Text(info.name.clone());
+            if info.name != DEFAULT_TABLE {
+                writeln!(out, "CREATE TABLE {name}").map_err(io)?;
+            }
+            writeln!(out, "USE {name}").map_err(io)?;
+            let table = txn.open_table(&info.name).map_err(|e| e.to_string())?;
+            for entry in table.iter().map_err(|e| e.to_string())? {
+                let (k, v) = entry.map_err(|e| e.to_string())?;
+                writeln!(out, "PUT {} {}", literal(k), literal(v)).map_err(io)?;
+            }
+        }
+        writeln!(out, "USE {DEFAULT_TABLE}\nCOMMIT").map_err(io)
+    };
+    write()?;
+    Ok(String::new())
+}

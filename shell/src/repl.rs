@@ -1,0 +1,169 @@
+//! The interactive shell: line editing, history, completion, multi-line statements.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Context, Editor, Helper};
+
+use crate::shell::{Flow, Shell};
+
+const KEYWORDS: [&str; 18] = [
+    "PUT", "GET", "DELETE", "SCAN", "COUNT", "BEGIN", "COMMIT", "ROLLBACK", "USE", "CREATE",
+    "DROP", "TABLE", "TABLES", "PREFIX", "REVERSE", "LIMIT", "main", "x''",
+];
+
+/// Completion of keywords, dot-commands and table names; multi-line input while a quote
+/// is open.
+struct CairnHelper {
+    tables: Rc<RefCell<Vec<String>>>,
+}
+
+impl Completer for CairnHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = &line[..pos];
+        let start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .map_or(0, |i| i + 1);
+        let word = &before[start..];
+        let lower = word.chars().all(|c| !c.is_ascii_uppercase());
+        let mut out: Vec<Pair> = Vec::new();
+        let mut offer = |candidate: &str, keep_case: bool| {
+            if candidate.len() >= word.len() && candidate[..word.len()].eq_ignore_ascii_case(word) {
+                let replacement = if lower && !keep_case {
+                    candidate.to_ascii_lowercase()
+                } else {
+                    candidate.to_owned()
+                };
+                out.push(Pair {
+                    display: candidate.to_owned(),
+                    replacement,
+                });
+            }
+        };
+        if word.starts_with('.') {
+            crate::dot::COMMANDS.iter().for_each(|c| offer(c, true));
+        } else if !word.is_empty() {
+            KEYWORDS.iter().for_each(|k| offer(k, false));
+            self.tables.borrow().iter().for_each(|t| offer(t, true));
+        }
+        Ok((start, out))
+    }
+}
+
+impl Validator for CairnHelper {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        let input = ctx.input();
+        if !input.trim_start().starts_with('.') && cairn_query::unclosed_quote(input) {
+            return Ok(ValidationResult::Incomplete);
+        }
+        Ok(ValidationResult::Valid(None))
+    }
+}
+
+impl Hinter for CairnHelper {
+    type Hint = String;
+}
+
+impl Highlighter for CairnHelper {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(&'s self, prompt: &'p str, _: bool) -> Cow<'b, str> {
+        Cow::Borrowed(prompt)
+    }
+}
+
+impl Helper for CairnHelper {}
+
+/// Where history is kept: `$XDG_STATE_HOME/cairn/history`, else
+/// `~/.local/state/cairn/history`.
+fn history_file() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    let dir = state.join("cairn");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir.join("history"))
+}
+
+fn refresh_tables(shell: &mut Shell, tables: &RefCell<Vec<String>>) {
+    if let Ok(cairn_query::Outcome::Tables(list)) = shell
+        .session
+        .run(&cairn_query::Statement::Tables, &mut |_, _| {})
+    {
+        *tables.borrow_mut() = list.into_iter().map(|t| t.name).collect();
+    }
+}
+
+/// Runs the interactive loop until `.quit` or end of input.
+///
+/// # Errors
+/// Failures of the terminal or of writing output.
+pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
+    let tables = Rc::new(RefCell::new(Vec::new()));
+    let mut editor: Editor<CairnHelper, rustyline::history::DefaultHistory> = Editor::new()?;
+    editor.set_helper(Some(CairnHelper {
+        tables: tables.clone(),
+    }));
+    let history = history_file();
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    println!(
+        "Cairn {} — enter .help for usage, .quit to leave.",
+        env!("CARGO_PKG_VERSION")
+    );
+    if shell.label == ":memory:" {
+        println!(
+            "Connected to a transient in-memory database.\nUse \".open FILE\" to open a database file."
+        );
+    } else {
+        println!("Connected to {}.", shell.label);
+    }
+    loop {
+        refresh_tables(shell, &tables);
+        let txn = if shell.session.in_transaction() {
+            " [txn]"
+        } else {
+            ""
+        };
+        let prompt = format!("{}{txn}> ", shell.session.table());
+        match editor.readline(&prompt) {
+            Ok(line) => {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let _ = editor.add_history_entry(line.as_str());
+                let failed_before = shell.failed;
+                let flow = shell.run_script("stdin", line.as_bytes())?;
+                // Interactive errors are reported, but a later success should still exit 0
+                // only if nothing failed: keep the flag as it was plus this line.
+                shell.failed |= failed_before;
+                shell.out.flush()?;
+                if flow == Flow::Quit {
+                    break;
+                }
+            }
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if let Some(h) = &history {
+        let _ = editor.save_history(h);
+    }
+    io::stdout().flush()?;
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! The shell's state, and running scripts: statements and dot-command lines, results
+//! printed in the current mode, errors reported with their position.
+
+use std::borrow::Cow;
+use std::io::{self, BufWriter, Stdout, Write};
+use std::path::Path;
+
+use anyhow::Context;
+use cairn_engine::Database;
+use cairn_query::{
+    LexState, Located, Outcome, Session, Statement, display_bytes, parse_bytes, render,
+};
+
+use crate::render::{Cell, Mode, RowWriter};
+use crate::timer::Stamp;
+
+/// Whether to go on after a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Quit,
+}
+
+/// Output settings, changed by dot-commands.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub mode: Mode,
+    pub headers: bool,
+    pub timer: bool,
+    pub bail: bool,
+}
+
+/// An open database with its session and settings.
+pub struct Shell {
+    pub session: Session,
+    /// The file, or `:memory:`.
+    pub label: String,
+    pub settings: Settings,
+    pub out: BufWriter<Stdout>,
+    /// Whether any statement or command has failed.
+    pub failed: bool,
+}
+
+/// Opens `file` (created if missing unless read-only), or a database in memory.
+///
+/// # Errors
+/// When the file cannot be opened, with the engine's reason.
+pub fn open_session(file: Option<&Path>, read_only: bool) -> anyhow::Result<(Session, String)> {
+    let (db, label) = match file {
+        None => (Database::in_memory()?, ":memory:".to_owned()),
+        Some(path) => {
+            let db = if read_only {
+                Database::builder().read_only(true).open(path)
+            } else {
+                Database::create(path)
+            }
+            .with_context(|| format!("cannot open {}", path.display()))?;
+            (db, path.display().to_string())
+        }
+    };
+    Ok((Session::new(db)?, label))
+}
+
+/// A piece of a script: statements to parse, or one dot-command line.
+enum Piece<'a> {
+    Statements { start: usize, text: &'a [u8] },
+    Command { start: usize, line: &'a [u8] },
+}
+
+/// Splits a script into statement text and dot-command lines: a line whose first
+/// non-blank character is `.`, outside any quoted string.
+fn pieces(src: &[u8]) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    let (mut state, mut seg_start, mut line_start) = (LexState::default(), 0, 0);
+    for line in src.split_inclusive(|&b| b == b'\n') {
+        let trimmed = line.trim_ascii_start();
+        if !state.in_quote() && trimmed.first() == Some(&b'.') {
+            if seg_start < line_start {
+                out.push(Piece::Statements {
+                    start: seg_start,
+                    text: &src[seg_start..line_start],
+                });
+            }
+            out.push(Piece::Command {
+                start: line_start,
+                line: line.trim_ascii(),
+            });
+            seg_start = line_start + line.len();
+            state = LexState::default();
+        } else {
+            state.feed(line);
+        }
+        line_start += line.len();
+    }
+    if seg_start < src.len() {
+        out.push(Piece::Statements {
+            start: seg_start,
+            text: &src[seg_start..],
+        });
+    }
+    out
+}
+
+impl Shell {
+    pub fn new(session: Session, label: String, settings: Settings) -> Shell {
+        Shell {
+            session,
+            label,
+            settings,
+            out: BufWriter::new(io::stdout()),
+            failed: false,
+        }
+    }
+
+    /// Reports an error on standard error (after flushing results, to keep the order).
+    pub fn error(&mut self, message: &str) -> io::Result<()> {
+        self.failed = true;
+        self.out.flush()?;
+        let mut err = io::stderr().lock();
+        writeln!(err, "{message}")
+    }
+
+    /// Runs a script named `name` (a file name, `stdin`, `-c`): its statements and
+    /// dot-commands in order. With `bail`, stops at the first failure.
+    ///
+    /// # Errors
+    /// Only failures to write the output; statement errors are reported and counted.
+    pub fn run_script(&mut self, name: &str, src: &[u8]) -> io::Result<Flow> {
+        let text = String::from_utf8_lossy(src);
+        for piece in pieces(src) {
+            let flow = match piece {
+                Piece::Command { start, line } => {
+                    let pos = cairn_query::Position::of(&text, start);
+                    let at = format!("{name}:{}:{}", pos.line, pos.column);
+                    crate::dot::run(self, &String::from_utf8_lossy(line), &at)?
+                }
+                Piece::Statements { start, text: chunk } => {
+                    self.run_statements(name, &text, start, chunk)?
+                }
+            };
+            if flow == Flow::Quit || (self.failed && self.settings.bail) {
+                return Ok(Flow::Quit);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn run_statements(
+        &mut self,
+        name: &str,
+        full: &str,
+        start: usize,
+        chunk: &[u8],
+    ) -> io::Result<Flow> {
+        let script = parse_bytes(chunk);
+        let mut errors = script.errors.iter().peekable();
+        for stmt in &script.statements {
+            while let Some(e) = errors.next_if(|e| e.offset < stmt.span.start) {
+                self.error(&render(name, full, start + e.offset, &e.message))?;
+                if self.settings.bail {
+                    return Ok(Flow::Quit);
+                }
+            }
+            if let Err(message) = self.run_statement(stmt)? {
+                self.error(&render(name, full, start + stmt.span.start, &message))?;
+                if self.settings.bail {
+                    return Ok(Flow::Quit);
+                }
+            }
+        }
+        for e in errors {
+            self.error(&render(name, full, start + e.offset, &e.message))?;
+            if self.settings.bail {
+                return Ok(Flow::Quit);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Runs one statement and prints its result; `Ok(Err(message))` when it failed.
+    fn run_statement(&mut self, stmt: &Located) -> io::Result<Result<(), String>> {
+        let started = Stamp::now();
+        let Settings { mode, headers, .. } = self.settings;
+        let produces_rows = matches!(
+            stmt.statement,
+            Statement::Get { .. } | Statement::Scan { .. }
+        );
+        let outcome = if produces_rows {
+            let mut writer = RowWriter::new(&mut self.out, mode, headers, &["key", "value"])?;
+            let mut io_error = None;
+            let result = self.session.run(&stmt.statement, &mut |k, v| {
+                if io_error.is_none()
+                    && let Err(e) =
+                        writer.row(&[Cell::Text(display_bytes(k)), Cell::Text(display_bytes(v))])
+                {
+                    io_error = Some(e);
+                }
+            });
+            if let Some(e) = io_error {
+                return Err(e);
+            }
+            writer.finish()?;
+            result
+        } else {
+            self.session.run(&stmt.statement, &mut |_, _| {})
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        match outcome {
+            Outcome::Count(n) => {
+                let mut w = RowWriter::new(&mut self.out, mode, headers, &["count"])?;
+                w.row(&[Cell::Number(n)])?;
+                w.finish()?;
+            }
+            Outcome::Tables(tables) => {
+                let mut w = RowWriter::new(&mut self.out, mode, headers, &["table", "entries"])?;
+                for t in &tables {
+                    w.row(&[Cell::Text(Cow::Borrowed(&t.name)), Cell::Number(t.len)])?;
+                }
+                w.finish()?;
+            }
+            _ => {}
+        }
+        if self.settings.timer {
+            writeln!(self.out, "{}", started.report())?;
+        }
+        Ok(Ok(()))
+    }
+
+    /// Replaces the session with one on `file`, rolling back an open transaction.
+    pub fn reopen(&mut self, file: Option<&Path>, read_only: bool) -> io::Result<()> {
+        match open_session(file, read_only) {
+            Ok((session, label)) => {
+                let old = std::mem::replace(&mut self.session, session);
+                if old.close() {
+                    self.note("rolled back the open transaction")?;
+                }
+                self.label = label;
+                Ok(())
+            }
+            Err(e) => self.error(&format!("{e:#}")),
+        }
+    }
+
+    /// A message on standard error that is not a failure.
+    pub fn note(&mut self, message: &str) -> io::Result<()> {
+        self.out.flush()?;
+        writeln!(io::stderr().lock(), "{message}")
+    }
+
+    /// Ends the session; says so when that rolls back a transaction.
+    pub fn close(mut self) -> io::Result<bool> {
+        self.out.flush()?;
+        let failed = self.failed;
+        if self.session.close() {
+            writeln!(io::stderr().lock(), "rolled back the open transaction")?;
+        }
+        Ok(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(src: &str) -> Vec<String> {
+        pieces(src.as_bytes())
+            .into_iter()
+            .map(|p| match p {
+                Piece::Statements { start, text } => {
+                    format!("S{start}:{}", String::from_utf8_lossy(text))
+                }
+                Piece::Command { start, line } => {
+                    format!("C{start}:{}", String::from_utf8_lossy(line))
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dot_lines_are_split_from_statements_but_not_inside_strings() {
+        assert_eq!(
+            shape("PUT 'a' 'b'\n  .mode csv\nPUT 'c' 'x\n.not a command'\n.tables"),
+            vec![
+                "S0:PUT 'a' 'b'\n",
+                "C12:.mode csv",
+                "S24:PUT 'c' 'x\n.not a command'\n",
+                "C51:.tables",
+            ]
+        );
+        assert!(shape("").is_empty());
+    }
+}

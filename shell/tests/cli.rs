@@ -1,0 +1,180 @@
+//! The `cairn` binary as a process: exit codes, pipes, files, dump and load.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn cairn(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin);
+    }
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("wait: {e}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap_or_default()
+}
+
+#[test]
+fn bad_usage_and_unopenable_files_exit_2() {
+    let o = cairn(&["--no-such-option"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("unknown option --no-such-option"));
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let foreign = dir.path().join("foreign");
+    std::fs::write(&foreign, b"this is not a database at all, just some text")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&[path(&foreign), "-c", "SCAN"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("not a Cairn database"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let o = cairn(&["-readonly", path(&dir.path().join("missing.cairn"))], b"");
+    assert_eq!(o.status.code(), Some(2));
+
+    let o = cairn(&["--help"], b"");
+    assert!(o.status.success() && text(&o.stdout).contains("Usage: cairn"));
+    let o = cairn(&["--version"], b"");
+    assert!(text(&o.stdout).starts_with("cairn "));
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly_with_success() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("pipe.cairn");
+    let mut load = String::from("BEGIN\n");
+    for i in 0..20_000 {
+        load.push_str(&format!("PUT {i} 'value number {i}'\n"));
+    }
+    load.push_str("COMMIT\n");
+    assert!(cairn(&[path(&db)], load.as_bytes()).status.success());
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([path(&db), "-c", "SCAN"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    let mut first = [0u8; 16];
+    if let Some(out) = child.stdout.as_mut() {
+        out.read_exact(&mut first)
+            .unwrap_or_else(|e| panic!("read: {e}"));
+    }
+    drop(child.stdout.take()); // like `| head -1`
+    let mut err = String::new();
+    if let Some(e) = child.stderr.as_mut() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let status = child.wait().unwrap_or_else(|e| panic!("wait: {e}"));
+    assert_eq!(status.code(), Some(0), "stderr: {err}");
+    assert!(err.is_empty(), "nothing on stderr: {err}");
+}
+
+#[test]
+fn dump_and_load_give_an_equal_database_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (dir.path().join("a.cairn"), dir.path().join("b.cairn"));
+    let mut script = String::from("CREATE TABLE 'odd name'\nCREATE TABLE ints\nBEGIN\n");
+    for i in 0u32..300 {
+        script.push_str(&format!(
+            "PUT x'{:08x}00ff0a' x'{:02x}0009'\n",
+            i.wrapping_mul(2_654_435_761),
+            i % 256
+        ));
+        script.push_str(&format!("PUT 'text {i}' 'it''s \\t \\n \\\\ {i}'\n"));
+    }
+    script.push_str("COMMIT\nUSE 'odd name'\nPUT '' ''\nPUT 'ü' x'ff'\nUSE ints\nPUT 1 2\nPUT 18446744073709551615 0\n");
+    assert!(cairn(&[path(&a)], script.as_bytes()).status.success());
+
+    let dump = cairn(&[path(&a), "-c", ".dump"], b"");
+    assert!(dump.status.success(), "{}", text(&dump.stderr));
+    let load = cairn(&[path(&b)], &dump.stdout);
+    assert!(load.status.success(), "{}", text(&load.stderr));
+    let again = cairn(&[path(&b), "-c", ".dump"], b"");
+    assert_eq!(text(&again.stdout), text(&dump.stdout));
+    let tables = |p: &Path| text(&cairn(&[path(p), "-c", "TABLES"], b"").stdout);
+    assert_eq!(tables(&a), tables(&b));
+    assert_eq!(tables(&b), "ints\t2\nmain\t600\nodd name\t2\n");
+}
+
+#[test]
+fn check_fails_the_batch_on_a_damaged_file() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("d.cairn");
+    let mut load = String::new();
+    for i in 0..2000 {
+        load.push_str(&format!("PUT {i} '{}'\n", "v".repeat(50)));
+    }
+    assert!(
+        cairn(
+            &[path(&db), "-c", "BEGIN", "-c", &load, "-c", "COMMIT"],
+            b""
+        )
+        .status
+        .success()
+    );
+    let ok = cairn(&[path(&db), "-c", ".check"], b"");
+    assert!(ok.status.success() && text(&ok.stdout).starts_with("ok:"));
+
+    let mut bytes = std::fs::read(&db).unwrap_or_else(|e| panic!("{e}"));
+    bytes[4096 * 5 + 100] ^= 0xff; // inside a tree page
+    std::fs::write(&db, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let bad = cairn(&[path(&db), "-readonly", "-c", ".check"], b"");
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stdout));
+    assert!(
+        text(&bad.stderr).contains("problems found"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
+#[test]
+fn timer_reports_real_user_and_system_time() {
+    let o = cairn(&["-c", ".timer on\nPUT 'a' 'b'\nGET 'a'"], b"");
+    let out = text(&o.stdout);
+    let timings: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("Run Time: real "))
+        .collect();
+    assert_eq!(timings.len(), 2, "{out}");
+    assert!(
+        timings
+            .iter()
+            .all(|l| l.contains(" user ") && l.contains(" sys "))
+    );
+}
+
+#[test]
+fn read_only_opening_refuses_writes_and_serves_reads() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("ro.cairn");
+    assert!(
+        cairn(&[path(&db), "-c", "PUT 'k' 'v'"], b"")
+            .status
+            .success()
+    );
+    let o = cairn(
+        &["-readonly", path(&db), "-c", "GET 'k'", "-c", "PUT 'k' 'w'"],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(text(&o.stdout), "k\tv\n");
+    assert!(text(&o.stderr).contains("read-only"), "{}", text(&o.stderr));
+}
