@@ -374,8 +374,7 @@ fn scan_stmt(limits: Limits, count: bool) -> impl Fn(&str) -> Res<'_, Statement>
         } else {
             "PREFIX, REVERSE, LIMIT or the end of the statement"
         };
-        loop {
-            let Ok((rest, w)) = word(i) else { break };
+        while let Ok((rest, w)) = word(i) {
             let at = ws(i)?.0;
             match w.to_ascii_uppercase().as_str() {
                 "PREFIX" if range.prefix.is_none() => {

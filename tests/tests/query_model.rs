@@ -11,6 +11,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 type Tables = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
 struct Model {
     committed: Tables,
@@ -85,7 +86,7 @@ fn statement(rng: &mut SmallRng) -> String {
 }
 
 /// What the model says `stmt` returns: rows for reads, a count, or an error.
-fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Vec<(Vec<u8>, Vec<u8>)>), ()> {
+fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
     let table = m.table.clone();
     let in_txn = m.working.is_some();
     match stmt {
@@ -161,7 +162,7 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Vec<(Vec<u8>, Vec<
             let start = range.start.as_ref().map(|l| l.bytes().to_vec());
             let end = range.end.as_ref().map(|l| l.bytes().to_vec());
             let prefix = range.prefix.as_ref().map(|l| l.bytes().to_vec());
-            let mut rows: Vec<(Vec<u8>, Vec<u8>)> = t
+            let mut rows: Rows = t
                 .iter()
                 .filter(|(k, _)| start.as_ref().is_none_or(|s| *k >= s))
                 .filter(|(k, _)| end.as_ref().is_none_or(|e| *k < e))
@@ -177,7 +178,6 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Vec<(Vec<u8>, Vec<
                 _ => (Outcome::Rows(rows.len() as u64), rows),
             })
         }
-        _ => Err(()),
     }
 }
 
