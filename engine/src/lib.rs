@@ -46,8 +46,3 @@ pub use read_txn::ReadTxn;
 pub use stats::Stats;
 pub use table::{Range, Table, TableInfo, TableMut};
 pub use write_txn::WriteTxn;
-
-/// The README's examples, compiled and run as doc tests.
-#[doc = include_str!("../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;

@@ -35,3 +35,8 @@ pub use exec::{DEFAULT_TABLE, Outcome, Output, Session};
 pub use lexer::{LexState, unclosed_quote};
 pub use parser::{Limits, Script, parse_bytes, parse_bytes_with, parse_script, parse_script_with};
 pub use print::{display_bytes, is_printable};
+
+/// The README's examples (engine and language), compiled and run as doc tests.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -146,11 +146,7 @@ pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
                     continue;
                 }
                 let _ = editor.add_history_entry(line.as_str());
-                let failed_before = shell.failed;
                 let flow = shell.run_script("stdin", line.as_bytes())?;
-                // Interactive errors are reported, but a later success should still exit 0
-                // only if nothing failed: keep the flag as it was plus this line.
-                shell.failed |= failed_before;
                 shell.out.flush()?;
                 if flow == Flow::Quit {
                     break;
