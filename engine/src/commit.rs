@@ -16,6 +16,12 @@ use crate::format::{
 use crate::pager::Snapshot;
 use crate::write_txn::WriteTxn;
 
+/// The least the file grows by when it must grow (it also grows by a quarter of its size).
+const MIN_GROWTH_PAGES: u64 = 16;
+
+/// How many freed pages may wait for a sync before an Eventual commit syncs anyway.
+const MAX_WAITING_PAGES: u64 = 1024;
+
 /// Pages written together in one positioned write, at most.
 const MAX_COALESCED_PAGES: usize = 256;
 
@@ -143,15 +149,29 @@ impl WriteTxn {
         let freelist_bytes = encoded.len() as u64;
         out.push((freelist_page, encoded.into_boxed_slice()));
 
-        // 3. Grow the file first, durably, so that no slot points past its end.
+        // 3. Grow the file first. A commit that will be durable makes the growth durable
+        //    before its slot can point into it; an Eventual commit's growth becomes durable
+        //    with the next sync (until then recovery rejects a slot past the end).
         let page_count = self.freelist.page_count;
         let needed = page_count * p;
         if storage.len() < needed {
-            let grown = needed
-                .max(storage.len() + storage.len() / 4)
-                .next_multiple_of(p);
+            let step = (storage.len() / 4).max(MIN_GROWTH_PAGES * p);
+            let grown = needed.max(storage.len() + step).next_multiple_of(p);
             storage.resize(grown)?;
+        }
+        let waiting = self
+            .freelist
+            .pending
+            .iter()
+            .filter(|&&(_, freed_by)| freed_by > original.durable_txid)
+            .count() as u64;
+        // Pages freed since the last durable commit cannot be reused until a sync: past a
+        // bound, an Eventual commit syncs too, so that the file does not grow without end.
+        let durable = self.durability == Durability::Immediate
+            || waiting > MAX_WAITING_PAGES.max(page_count / 4);
+        if durable && needed > ws.synced_len {
             storage.sync()?;
+            ws.synced_len = storage.len();
         }
 
         // 4. Every new page, adjacent pages coalesced into one write.
@@ -202,8 +222,9 @@ impl WriteTxn {
             freelist_crc,
         };
         storage.write(slot_index as u64 * p + SLOT_OFFSET as u64, &slot.encode())?;
-        if self.durability == Durability::Immediate {
+        if durable {
             storage.sync()?;
+            ws.synced_len = storage.len();
             ws.durable_txid = txid;
             ws.durable_slot = slot_index;
         }
@@ -216,6 +237,9 @@ impl WriteTxn {
             verified: verified.clone(),
         };
         inner.state().latest = Arc::new(snapshot);
+        inner
+            .commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.freelist.fresh.clear();
         ws.freelist = std::mem::take(&mut self.freelist);
         ws.freelist_run = (freelist_page, freelist_bytes);

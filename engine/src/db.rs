@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use crate::freelist::FreeList;
 use crate::pager::Snapshot;
 use crate::read_txn::ReadTxn;
 use crate::recovery;
-use crate::storage::{FileStorage, MemoryStorage, Storage};
+use crate::storage::{Counted, FileStorage, IoCounters, MemoryStorage, Storage};
 use crate::write_txn::WriteTxn;
 use crate::{CheckReport, Stats};
 
@@ -126,8 +127,14 @@ impl Builder {
             self.check_page_size()?;
             recovery::initialise(storage.as_ref(), self.page_size)?;
         }
+        let counters = Arc::new(IoCounters::default());
+        let storage: Arc<dyn Storage> = Arc::new(Counted {
+            inner: storage,
+            counters: counters.clone(),
+        });
         let opened = recovery::open(storage.as_ref(), !self.read_only)?;
         let slot = opened.snapshot.slot;
+        let synced_len = storage.len();
         let inner = Inner {
             storage,
             path,
@@ -144,8 +151,11 @@ impl Builder {
                 next_txid: slot.txid + 1,
                 durable_txid: slot.txid,
                 durable_slot: opened.slot_index,
+                synced_len,
             })),
             writer_cv: Condvar::new(),
+            counters,
+            commits: AtomicU64::new(0),
         };
         Ok(Database {
             inner: Arc::new(inner),
@@ -189,6 +199,8 @@ pub(crate) struct WriterState {
     /// which no later commit may overwrite until a newer one is durable.
     pub durable_txid: u64,
     pub durable_slot: usize,
+    /// The file length known to be on stable storage.
+    pub synced_len: u64,
 }
 
 #[derive(Debug)]
@@ -202,6 +214,9 @@ pub(crate) struct Inner {
     /// `None` while a write transaction holds the writer state.
     pub writer: Mutex<Option<WriterState>>,
     pub writer_cv: Condvar,
+    pub counters: Arc<IoCounters>,
+    /// Commits that wrote something, since opening.
+    pub commits: AtomicU64,
 }
 
 impl Inner {
@@ -237,6 +252,7 @@ impl Inner {
         let latest = self.state().latest.txid();
         if ws.durable_txid < latest {
             self.storage.sync()?;
+            ws.synced_len = self.storage.len();
             // Ask which slot holds `latest` before it becomes the durable one.
             ws.durable_slot = slot_of(latest, ws);
             ws.durable_txid = latest;
@@ -290,6 +306,20 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// I/O done since the database was opened (see [`Database::io_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoStats {
+    /// Commits that changed something.
+    pub commits: u64,
+    /// `fdatasync` calls (or their equivalent).
+    pub syncs: u64,
+    /// Positioned writes.
+    pub writes: u64,
+    pub bytes_written: u64,
+    /// The file's length now.
+    pub file_size: u64,
 }
 
 /// An open database. Cheap to clone; clones share the same open file.
@@ -375,6 +405,18 @@ impl Database {
     pub fn stats(&self) -> Result<Stats> {
         let snapshot = self.inner.state().latest.clone();
         crate::stats::stats(&snapshot, self.inner.storage.len())
+    }
+
+    /// What this handle has written since the database was opened.
+    pub fn io_stats(&self) -> IoStats {
+        let c = &self.inner.counters;
+        IoStats {
+            commits: self.inner.commits.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            file_size: self.inner.storage.len(),
+        }
     }
 
     /// The page size in bytes.

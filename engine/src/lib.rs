@@ -39,7 +39,7 @@ mod table;
 mod write_txn;
 
 pub use check::{CheckReport, Problem};
-pub use db::{Builder, Database, Durability};
+pub use db::{Builder, Database, Durability, IoStats};
 pub use error::{Error, Result};
 pub use format::{MAX_PAGE_SIZE, MAX_VALUE_LEN, MIN_PAGE_SIZE, max_key_len};
 pub use read_txn::ReadTxn;

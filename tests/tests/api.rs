@@ -348,3 +348,48 @@ fn backup_copies_one_snapshot_while_a_writer_goes_on() -> Result<(), Error> {
     );
     Ok(())
 }
+
+#[test]
+fn a_durable_commit_costs_one_sync_and_eventual_commits_none() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let db = Database::create(dir.path().join("io.cairn"))?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    // Warm up so that the file has grown ahead of need.
+    for i in 0u32..10 {
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(&i.to_be_bytes(), b"v")?;
+        w.commit()?;
+    }
+    let before = db.io_stats();
+    for i in 10u32..20 {
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(&i.to_be_bytes(), b"v")?;
+        w.commit()?;
+    }
+    let after = db.io_stats();
+    assert_eq!(after.commits - before.commits, 10);
+    assert_eq!(
+        after.syncs - before.syncs,
+        10,
+        "one fdatasync per durable commit"
+    );
+    assert!(after.bytes_written > before.bytes_written);
+
+    let before = db.io_stats();
+    for i in 20u32..30 {
+        let mut w = db.begin_write()?;
+        w.set_durability(Durability::Eventual);
+        w.open_table("t")?.insert(&i.to_be_bytes(), b"v")?;
+        w.commit()?;
+    }
+    assert_eq!(
+        db.io_stats().syncs,
+        before.syncs,
+        "eventual commits do not sync"
+    );
+    db.sync()?;
+    assert_eq!(db.io_stats().syncs, before.syncs + 1);
+    Ok(())
+}

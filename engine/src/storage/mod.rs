@@ -5,11 +5,13 @@
 //! engine with `unsafe` code.
 
 mod backend;
+mod counted;
 mod file;
 mod memory;
 mod region;
 
 pub use backend::Storage;
+pub(crate) use counted::{Counted, IoCounters};
 pub use file::FileStorage;
 pub use memory::MemoryStorage;
 pub use region::Region;

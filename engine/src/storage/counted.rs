@@ -1,0 +1,50 @@
+//! A storage wrapper that counts what reaches the backend: bytes written and syncs.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Region, Storage};
+
+/// Counters of the I/O a database has done since it was opened.
+#[derive(Debug, Default)]
+pub(crate) struct IoCounters {
+    pub writes: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub syncs: AtomicU64,
+}
+
+/// Passes every call through to `inner`, counting writes and syncs.
+#[derive(Debug)]
+pub(crate) struct Counted {
+    pub inner: Arc<dyn Storage>,
+    pub counters: Arc<IoCounters>,
+}
+
+impl Storage for Counted {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn region(&self) -> Arc<Region> {
+        self.inner.region()
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.inner.read(offset, buf)
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.inner.write(offset, data)?;
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()?;
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn resize(&self, len: u64) -> io::Result<()> {
+        self.inner.resize(len)
+    }
+}
