@@ -9,6 +9,8 @@ use crate::render::Mode;
 /// Printed by `--help`.
 pub const USAGE: &str = "\
 Usage: cairn [OPTIONS] [FILE]
+       cairn gen WORKLOAD... [OPTIONS]     write workload scripts (cairn gen --help)
+       cairn bench RUN.cq... [OPTIONS]     run and measure them (cairn bench --help)
 
 Opens FILE (created if missing), or an in-memory database when no FILE is given.
 Reads statements from the terminal interactively, or from standard input as a batch.

@@ -3,12 +3,14 @@
 //! Exit status: 0 when every statement succeeded, 1 when one failed, 2 on bad usage or a
 //! file that cannot be opened. Writing into a closed pipe ends the program quietly with 0.
 
+mod bench;
 mod cli;
 mod dot;
 mod render;
 mod repl;
 mod shell;
 mod timer;
+mod workload;
 
 use std::io::{self, IsTerminal, Read};
 use std::process::ExitCode;
@@ -17,8 +19,31 @@ use cli::Source;
 use render::Mode;
 use shell::{Flow, Settings, Shell};
 
+/// A subcommand: `cairn gen`, `cairn bench`.
+type Tool = fn(&[String]) -> anyhow::Result<()>;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let tool: Option<Tool> = match args.first().map(String::as_str) {
+        Some("bench") => Some(bench::main),
+        Some("gen") => Some(workload::main),
+        _ => None,
+    };
+    if let Some(tool) = tool {
+        return match tool(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e)
+                if e.downcast_ref::<io::Error>()
+                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+            {
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cairn {}: {e:#}", args[0]);
+                ExitCode::from(2)
+            }
+        };
+    }
     let options = match cli::parse(&args) {
         Ok(o) => o,
         Err(message) => {

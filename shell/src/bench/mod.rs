@@ -1,0 +1,150 @@
+//! `cairn bench`: runs workload scripts and reports throughput and latency percentiles.
+
+mod report;
+mod run;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use cairn_engine::Durability;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use report::{Context, Format};
+use run::Plan;
+
+/// Printed by `cairn bench --help`.
+pub const USAGE: &str = "\
+Usage: cairn bench RUN.cq... [OPTIONS]
+
+Runs each RUN script (parsed before timing starts) against a fresh database: the setup
+script first, untimed, then the RUN scripts, timed statement by statement. With several
+RUN scripts or --threads, they run concurrently on one database.
+
+Options:
+  --setup FILE         a script run before timing (cairn gen writes NAME.setup.cq)
+  --runs N             measured runs (default 3)
+  --warmup N           runs before those, not reported (default 1)
+  --threads N          concurrent copies of the RUN scripts (default: one per script)
+  --durability D       immediate or eventual (default immediate)
+  --page-size BYTES    page size of the fresh database (default 4096)
+  --db FILE            run against FILE instead of a fresh temporary database
+  --memory             run against an in-memory database
+  --format F           table, json, csv or markdown (default table)
+  --output FILE        write the report to FILE instead of standard output";
+
+fn number(v: Option<&String>, name: &str) -> anyhow::Result<usize> {
+    let v = v.with_context(|| format!("{name} needs a value"))?;
+    v.parse()
+        .with_context(|| format!("{name}: not a number: {v}"))
+}
+
+/// Runs `cairn bench` with `args` (after `bench`).
+///
+/// # Errors
+/// Bad arguments, unreadable or invalid scripts, engine failures.
+pub fn main(args: &[String]) -> anyhow::Result<()> {
+    let mut scripts: Vec<PathBuf> = Vec::new();
+    let mut setup = None;
+    let (mut runs, mut warmup, mut threads) = (3, 1, None);
+    let mut plan = Plan {
+        threads: 1,
+        durability: Durability::Immediate,
+        page_size: 4096,
+        db: None,
+        memory: false,
+    };
+    let mut format = Format::Table;
+    let mut output: Option<PathBuf> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.trim_start_matches('-') {
+            _ if !a.starts_with('-') => scripts.push(a.into()),
+            "setup" => setup = Some(PathBuf::from(it.next().context("--setup needs a file")?)),
+            "runs" => runs = number(it.next(), a)?,
+            "warmup" => warmup = number(it.next(), a)?,
+            "threads" => threads = Some(number(it.next(), a)?),
+            "page-size" => plan.page_size = number(it.next(), a)?,
+            "durability" => {
+                plan.durability = match it.next().map(String::as_str) {
+                    Some("immediate") => Durability::Immediate,
+                    Some("eventual") => Durability::Eventual,
+                    other => bail!("--durability takes immediate or eventual, not {other:?}"),
+                }
+            }
+            "db" => plan.db = Some(it.next().context("--db needs a file")?.into()),
+            "memory" => plan.memory = true,
+            "format" => {
+                let f = it.next().context("--format needs a value")?;
+                format = Format::parse(f).with_context(|| format!("unknown format {f}"))?;
+            }
+            "output" => output = Some(it.next().context("--output needs a file")?.into()),
+            "h" | "help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            _ => bail!("unknown option {a}"),
+        }
+    }
+    if scripts.is_empty() {
+        bail!("name at least one script to run (cairn bench --help)");
+    }
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    plan.threads = threads.unwrap_or(scripts.len()).max(1);
+
+    let setup_workload = setup.as_ref().map(run::load).transpose()?;
+    let workloads = Arc::new(
+        scripts
+            .iter()
+            .map(run::load)
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    );
+    let per_run: u64 = (0..plan.threads)
+        .map(|t| workloads[t % workloads.len()].statements.len() as u64)
+        .sum();
+    let progress = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(per_run * (runs + warmup) as u64);
+        if let Ok(style) = ProgressStyle::default_bar()
+            .template("{msg} [{bar:40}] {pos}/{len} statements, {per_sec}, eta {eta}")
+        {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut measured = Vec::new();
+    for i in 0..runs + warmup {
+        let label = if i < warmup {
+            format!("warm-up {}", i + 1)
+        } else {
+            format!("run {}", i + 1 - warmup)
+        };
+        progress.set_message(label);
+        let result = run::run_once(&plan, setup_workload.as_ref(), &workloads, &progress)?;
+        if i >= warmup {
+            measured.push(result);
+        }
+    }
+    progress.finish_and_clear();
+    let ctx = Context {
+        scripts: workloads.iter().map(|w| w.name.clone()).collect(),
+        setup: setup_workload.map(|w| w.name),
+        threads: plan.threads,
+        durability: match plan.durability {
+            Durability::Immediate => "immediate",
+            Durability::Eventual => "eventual",
+        },
+        warmup,
+    };
+    let text = report::render(format, &ctx, &measured);
+    match output {
+        Some(path) => std::fs::write(&path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => std::io::stdout().write_all(text.as_bytes())?,
+    }
+    Ok(())
+}
