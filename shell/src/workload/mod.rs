@@ -17,7 +17,7 @@ pub const USAGE: &str = "\
 Usage: cairn gen WORKLOAD... [OPTIONS]
 
 Writes WORKLOAD.setup.cq (run before timing) and WORKLOAD.run.cq (timed) for cairn bench.
-Keys are 8-byte big-endian integers; values are printable bytes.
+Keys are 8-byte big-endian integers unless --keys text; values are printable bytes.
 
 Workloads: ycsb-a … ycsb-f (the YCSB core workloads, one transaction per operation),
 the suites listed by --list, or all.
@@ -28,6 +28,8 @@ Options:
   --value-size BYTES   value size (default 100; large-values 1 MiB, kv-1k 1 KiB)
   --distribution D     uniform, zipfian or latest (YCSB; default as the workload says)
   --seed S             random seed (default 1)
+  --keys int|text      8-byte big-endian integers (default), or text 'user000000000042'
+                       (YCSB's style, zero-padded so that text order is number order)
   --out DIR            where to write (default .)
   --list               list the workloads";
 
@@ -40,6 +42,7 @@ pub struct Params {
     pub value_size_given: bool,
     pub distribution: Option<Distribution>,
     pub seed: u64,
+    pub text_keys: bool,
 }
 
 /// The two files of a workload.
@@ -85,6 +88,7 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
         value_size_given: false,
         distribution: None,
         seed: 1,
+        text_keys: false,
     };
     let mut out = PathBuf::from(".");
     let mut names = Vec::new();
@@ -104,6 +108,13 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
                 p.distribution = Some(
                     Distribution::parse(d).with_context(|| format!("unknown distribution {d}"))?,
                 );
+            }
+            "keys" => {
+                p.text_keys = match it.next().map(String::as_str) {
+                    Some("int") => false,
+                    Some("text") => true,
+                    other => bail!("--keys takes int or text, not {other:?}"),
+                }
             }
             "out" => out = it.next().context("--out needs a value")?.into(),
             "list" => {

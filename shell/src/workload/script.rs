@@ -13,7 +13,22 @@ pub struct ScriptWriter {
     out: BufWriter<File>,
     /// Printable bytes that values are sliced from (a value of key `k` starts at `k % 64`).
     values: Vec<u8>,
+    /// Keys as `'user000000000042'` text instead of 8-byte integers.
+    text_keys: bool,
     pub statements: u64,
+}
+
+/// A key as it is written in a script.
+struct Key(u64, bool);
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.1 {
+            write!(f, "'user{:012}'", self.0)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
 }
 
 impl ScriptWriter {
@@ -22,6 +37,7 @@ impl ScriptWriter {
         title: &str,
         max_value: usize,
         seed: u64,
+        text_keys: bool,
     ) -> io::Result<ScriptWriter> {
         let mut rng = SmallRng::seed_from_u64(seed);
         let values = (0..max_value + 64)
@@ -32,14 +48,22 @@ impl ScriptWriter {
         Ok(ScriptWriter {
             out,
             values,
+            text_keys,
             statements: 0,
         })
     }
 
+    /// `PUT key value`; the value is the one of `key`'s first version.
     pub fn put(&mut self, key: u64, len: usize) -> io::Result<()> {
+        self.put_version(key, len, 0)
+    }
+
+    /// `PUT key value` with a value that differs from the key's other versions, so that an
+    /// update really changes the stored bytes.
+    pub fn put_version(&mut self, key: u64, len: usize, version: u64) -> io::Result<()> {
         self.statements += 1;
-        write!(self.out, "PUT {key} '")?;
-        let start = (key % 64) as usize;
+        write!(self.out, "PUT {} '", Key(key, self.text_keys))?;
+        let start = (key.wrapping_add(version.wrapping_mul(7)) % 64) as usize;
         let end = start + len.min(self.values.len() - 64);
         self.out.write_all(&self.values[start..end])?;
         self.out.write_all(b"'\n")
@@ -47,17 +71,18 @@ impl ScriptWriter {
 
     pub fn get(&mut self, key: u64) -> io::Result<()> {
         self.statements += 1;
-        writeln!(self.out, "GET {key}")
+        writeln!(self.out, "GET {}", Key(key, self.text_keys))
     }
 
     pub fn delete(&mut self, key: u64) -> io::Result<()> {
         self.statements += 1;
-        writeln!(self.out, "DELETE {key}")
+        writeln!(self.out, "DELETE {}", Key(key, self.text_keys))
     }
 
     /// `SCAN start LIMIT n`, or a full scan.
     pub fn scan(&mut self, start: Option<u64>, limit: Option<u64>) -> io::Result<()> {
         self.statements += 1;
+        let start = start.map(|s| Key(s, self.text_keys));
         match (start, limit) {
             (Some(s), Some(n)) => writeln!(self.out, "SCAN {s} LIMIT {n}"),
             (Some(s), None) => writeln!(self.out, "SCAN {s}"),

@@ -69,8 +69,9 @@ pub fn generate(name: &str, p: &Params, scripts: &Scripts) -> io::Result<Option<
         &format!("{title} (setup)"),
         value_size,
         p.seed,
+        p.text_keys,
     )?;
-    let mut run = ScriptWriter::create(&scripts.run, &title, value_size, p.seed)?;
+    let mut run = ScriptWriter::create(&scripts.run, &title, value_size, p.seed, p.text_keys)?;
     let mut rng = SmallRng::seed_from_u64(p.seed);
     let mut shuffled: Vec<u64> = (0..n).collect();
     shuffled.shuffle(&mut rng);
@@ -87,7 +88,9 @@ pub fn generate(name: &str, p: &Params, scripts: &Scripts) -> io::Result<Option<
                     run.scan(Some(rng.random_range(0..n.max(1))), Some(n / 10))
                 })?,
                 "update-delete" => {
-                    shuffled.iter().try_for_each(|&k| run.put(k, value_size))?;
+                    shuffled
+                        .iter()
+                        .try_for_each(|&k| run.put_version(k, value_size, 1))?;
                     shuffled.iter().try_for_each(|&k| run.delete(k))?;
                 }
                 _ => {

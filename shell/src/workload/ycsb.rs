@@ -56,19 +56,20 @@ pub fn generate(letter: char, p: &Params, scripts: &Scripts) -> io::Result<Optio
         &format!("{title} (load)"),
         p.value_size,
         p.seed,
+        p.text_keys,
     )?;
     setup.load(0..p.records, p.value_size, 10_000)?;
-    let mut run = ScriptWriter::create(&scripts.run, &title, p.value_size, p.seed)?;
+    let mut run = ScriptWriter::create(&scripts.run, &title, p.value_size, p.seed, p.text_keys)?;
     let picker = Picker::new(p.distribution.unwrap_or(mix.default), p.records);
     let mut rng = SmallRng::seed_from_u64(p.seed);
     let mut records = p.records;
-    for _ in 0..p.operations {
+    for op in 1..=p.operations {
         let r: f64 = rng.random();
         let key = picker.pick(&mut rng, records);
         if r < mix.read {
             run.get(key)?;
         } else if r < mix.read + mix.update {
-            run.put(key, p.value_size)?;
+            run.put_version(key, p.value_size, op)?;
         } else if r < mix.read + mix.update + mix.insert {
             run.put(records, p.value_size)?;
             records += 1;
@@ -77,7 +78,7 @@ pub fn generate(letter: char, p: &Params, scripts: &Scripts) -> io::Result<Optio
         } else if mix.read_modify_write > 0.0 {
             run.line("BEGIN")?;
             run.get(key)?;
-            run.put(key, p.value_size)?;
+            run.put_version(key, p.value_size, op)?;
             run.line("COMMIT")?;
         }
     }

@@ -1,1 +1,0 @@
-//! Cairn against peer stores (issue 5).

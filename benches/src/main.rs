@@ -1,0 +1,437 @@
+//! Cairn against peer stores, on the same workloads, in one run on one machine:
+//! `cd benches && cargo run --release -- [--keys N] [--runs N] [--stores a,b] [--workloads x,y]`.
+//!
+//! Every store gets a fresh folder for every measurement; loads that are not measured
+//! happen first. Each figure is the median of the runs. The last column is Cairn's figure
+//! over the best peer's (for latencies, the best peer's over Cairn's): above 1 means Cairn
+//! is ahead.
+
+mod script;
+mod store;
+mod stores;
+
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use store::{R, Store};
+
+const VALUE: usize = 100;
+
+struct Params {
+    keys: u64,
+}
+
+/// How a workload's figure reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Unit {
+    PerSecond,
+    Micros,
+    MegabytesPerSecond,
+}
+
+struct Workload {
+    name: &'static str,
+    unit: Unit,
+    /// Whether `keys` sequential keys are loaded (untimed) first.
+    loaded: bool,
+    run: fn(&mut dyn Store, &Params) -> R<f64>,
+}
+
+fn key(i: u64) -> [u8; 8] {
+    i.to_be_bytes()
+}
+
+fn shuffled(n: u64) -> Vec<[u8; 8]> {
+    let mut k: Vec<[u8; 8]> = (0..n).map(key).collect();
+    k.shuffle(&mut SmallRng::seed_from_u64(42));
+    k
+}
+
+fn load(s: &mut dyn Store, keys: &[[u8; 8]], len: usize) -> R<()> {
+    let v = vec![b'v'; len];
+    s.write(&mut keys.iter().map(|k| (&k[..], Some(&v[..]))), true)
+}
+
+fn per_second(n: u64, f: impl FnOnce() -> R<()>) -> R<f64> {
+    let t = Instant::now();
+    f()?;
+    Ok(n as f64 / t.elapsed().as_secs_f64())
+}
+
+fn sequential(n: u64) -> Vec<[u8; 8]> {
+    (0..n).map(key).collect()
+}
+
+/// Starts of `count` ranges spread over `n` keys.
+fn starts(n: u64, count: u64) -> Vec<[u8; 8]> {
+    shuffled(n).into_iter().take(count as usize).collect()
+}
+
+fn scans(s: &mut dyn Store, p: &Params, count: u64, len: usize) -> R<f64> {
+    let from = starts(p.keys, count);
+    per_second(count, || {
+        from.iter().try_for_each(|k| s.range(k, len).map(|_| ()))
+    })
+}
+
+/// Writes `total` bytes of values of `len` bytes each in one durable transaction.
+fn big_values(s: &mut dyn Store, len: usize, total: usize) -> R<f64> {
+    let v = vec![b'm'; len];
+    let n = (total / len) as u64;
+    let keys = sequential(n);
+    let t = Instant::now();
+    s.write(&mut keys.iter().map(|k| (&k[..], Some(&v[..]))), true)?;
+    Ok((n as usize * len) as f64 / (1 << 20) as f64 / t.elapsed().as_secs_f64())
+}
+
+fn batches_of_1k(s: &mut dyn Store, keys: &[[u8; 8]]) -> R<f64> {
+    let v = [b'k'; 1024];
+    per_second(keys.len() as u64, || {
+        keys.chunks(2000)
+            .try_for_each(|c| s.write(&mut c.iter().map(|k| (&k[..], Some(&v[..]))), true))
+    })
+}
+
+const BIG: usize = 32 << 20;
+
+const WORKLOADS: [Workload; 20] = [
+    Workload {
+        name: "insert, sequential, 1 txn",
+        unit: Unit::PerSecond,
+        loaded: false,
+        run: |s, p| {
+            let keys = sequential(p.keys);
+            per_second(p.keys, || load(s, &keys, VALUE))
+        },
+    },
+    Workload {
+        name: "insert, random, 1 txn",
+        unit: Unit::PerSecond,
+        loaded: false,
+        run: |s, p| {
+            let keys = shuffled(p.keys);
+            per_second(p.keys, || load(s, &keys, VALUE))
+        },
+    },
+    Workload {
+        name: "get, random",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| {
+            let keys = shuffled(p.keys);
+            per_second(p.keys, || s.read(&keys).map(|_| ()))
+        },
+    },
+    Workload {
+        name: "get, sequential",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| {
+            let keys = sequential(p.keys);
+            per_second(p.keys, || s.read(&keys).map(|_| ()))
+        },
+    },
+    Workload {
+        name: "scan, full",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| per_second(p.keys, || s.range(&[], usize::MAX).map(|_| ())),
+    },
+    Workload {
+        name: "scan, 10% from 10 random starts",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| {
+            let from = starts(p.keys, 10);
+            let len = (p.keys / 10) as usize;
+            let t = Instant::now();
+            let mut n = 0;
+            for k in &from {
+                n += s.range(k, len)?;
+            }
+            Ok(n as f64 / t.elapsed().as_secs_f64())
+        },
+    },
+    Workload {
+        name: "scans of 10 keys",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| scans(s, p, 10_000, 10),
+    },
+    Workload {
+        name: "scans of 100 keys",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| scans(s, p, 1_000, 100),
+    },
+    Workload {
+        name: "scans of 1,000 keys",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| scans(s, p, 100, 1000),
+    },
+    Workload {
+        name: "update 10,000 random keys, 1 txn",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| {
+            let keys = starts(p.keys, 10_000);
+            let v = [b'u'; VALUE];
+            per_second(keys.len() as u64, || {
+                s.write(&mut keys.iter().map(|k| (&k[..], Some(&v[..]))), true)
+            })
+        },
+    },
+    Workload {
+        name: "delete 10,000 random keys, 1 txn",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| {
+            let keys = starts(p.keys, 10_000);
+            per_second(keys.len() as u64, || {
+                s.write(&mut keys.iter().map(|k| (&k[..], None)), true)
+            })
+        },
+    },
+    Workload {
+        name: "durable commit, 1 put",
+        unit: Unit::Micros,
+        loaded: true,
+        run: |s, p| {
+            let n = 500u64;
+            let v = [b'w'; VALUE];
+            let t = Instant::now();
+            for i in 0..n {
+                let k = key(p.keys + i);
+                s.write(&mut std::iter::once((&k[..], Some(&v[..]))), true)?;
+            }
+            Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+        },
+    },
+    Workload {
+        name: "durable txns of 100 random puts",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| {
+            let txns = 200u64;
+            let v = [b'w'; VALUE];
+            let keys = shuffled(p.keys);
+            per_second(txns, || {
+                keys.chunks(100)
+                    .cycle()
+                    .take(txns as usize)
+                    .try_for_each(|c| s.write(&mut c.iter().map(|k| (&k[..], Some(&v[..]))), true))
+            })
+        },
+    },
+    Workload {
+        name: "1 KiB values, batches of 2,000, sequential",
+        unit: Unit::PerSecond,
+        loaded: false,
+        run: |s, p| batches_of_1k(s, &sequential(p.keys)),
+    },
+    Workload {
+        name: "1 KiB values, batches of 2,000, random",
+        unit: Unit::PerSecond,
+        loaded: false,
+        run: |s, p| batches_of_1k(s, &shuffled(p.keys)),
+    },
+    Workload {
+        name: "1 KiB values, 32 MiB in 1 txn",
+        unit: Unit::MegabytesPerSecond,
+        loaded: false,
+        run: |s, _| big_values(s, 1 << 10, BIG),
+    },
+    Workload {
+        name: "10 KiB values, 32 MiB in 1 txn",
+        unit: Unit::MegabytesPerSecond,
+        loaded: false,
+        run: |s, _| big_values(s, 10 << 10, BIG),
+    },
+    Workload {
+        name: "100 KiB values, 32 MiB in 1 txn",
+        unit: Unit::MegabytesPerSecond,
+        loaded: false,
+        run: |s, _| big_values(s, 100 << 10, BIG),
+    },
+    Workload {
+        name: "1 MiB values, 32 MiB in 1 txn",
+        unit: Unit::MegabytesPerSecond,
+        loaded: false,
+        run: |s, _| big_values(s, 1 << 20, BIG),
+    },
+    Workload {
+        name: "1 MiB values, 1 durable txn each",
+        unit: Unit::MegabytesPerSecond,
+        loaded: false,
+        run: |s, _| {
+            let v = vec![b'm'; 1 << 20];
+            per_second(32, || {
+                (0..32u64).try_for_each(|i| {
+                    let k = key(i);
+                    s.write(&mut std::iter::once((&k[..], Some(&v[..]))), true)
+                })
+            })
+        },
+    },
+];
+
+fn measure(open: stores::Opener, w: &Workload, p: &Params) -> R<f64> {
+    let dir = tempfile::tempdir()?;
+    let mut store = open(dir.path())?;
+    if w.loaded {
+        load(store.as_mut(), &sequential(p.keys), VALUE)?;
+    }
+    (w.run)(store.as_mut(), p)
+}
+
+fn list(arg: Option<String>) -> Option<Vec<String>> {
+    arg.map(|s| s.split(',').map(str::to_owned).collect())
+}
+
+/// Measures one row: each store `runs` times, printing the medians and ratios.
+fn row(
+    name: &str,
+    unit: Unit,
+    stores: &[&(&str, stores::Opener)],
+    runs: usize,
+    measure: &dyn Fn(stores::Opener) -> R<f64>,
+) {
+    let unit_name = match unit {
+        Unit::PerSecond => "ops/s",
+        Unit::Micros => "µs",
+        Unit::MegabytesPerSecond => "MiB/s",
+    };
+    print!("| {name} | {unit_name} |");
+    let mut figures = Vec::new();
+    for (store, open) in stores {
+        let mut xs = Vec::new();
+        for _ in 0..runs {
+            match measure(*open) {
+                Ok(x) => xs.push(x),
+                Err(e) => eprintln!("{store}, {name}: {e}"),
+            }
+        }
+        xs.sort_by(f64::total_cmp);
+        figures.push((*store, xs.get(xs.len() / 2).copied()));
+    }
+    let cairn = figures
+        .iter()
+        .find(|(n, _)| *n == "cairn")
+        .and_then(|(_, x)| *x);
+    // How far ahead `a` is of `b`, for this unit.
+    let ahead = |a: f64, b: f64| if unit == Unit::Micros { b / a } else { a / b };
+    for (store, figure) in &figures {
+        let shown = match figure {
+            Some(x) if unit == Unit::Micros => format!("{x:.1}"),
+            Some(x) => format!("{x:.0}"),
+            None => "failed".into(),
+        };
+        match (cairn, figure) {
+            (Some(c), Some(x)) if *store != "cairn" => print!(" {shown} ({:.2}) |", ahead(*x, c)),
+            _ => print!(" {shown} |"),
+        }
+    }
+    let best = figures
+        .iter()
+        .filter(|(n, _)| *n != "cairn")
+        .filter_map(|(_, x)| *x)
+        .reduce(|a, b| if ahead(a, b) >= 1.0 { a } else { b });
+    match (cairn, best) {
+        (Some(c), Some(b)) => println!(" {:.2} |", ahead(c, b)),
+        _ => println!(" – |"),
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}
+
+fn main() -> R<()> {
+    let mut args = std::env::args().skip(1);
+    let (mut keys, mut runs, mut only_stores, mut only_workloads) =
+        (100_000u64, 3usize, None, None);
+    let (mut scripts, mut durable) = (None, true);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--keys" => keys = args.next().ok_or("--keys N")?.parse()?,
+            "--runs" => runs = args.next().ok_or("--runs N")?.parse()?,
+            "--stores" => only_stores = list(args.next()),
+            "--workloads" => only_workloads = list(args.next()),
+            "--scripts" => {
+                scripts = Some(std::path::PathBuf::from(
+                    args.next().ok_or("--scripts DIR")?,
+                ))
+            }
+            "--eventual" => durable = false,
+            _ => return Err(format!("unknown argument {a}").into()),
+        }
+    }
+    let p = Params { keys };
+    let stores: Vec<_> = stores::ALL
+        .iter()
+        .filter(|(n, _)| {
+            only_stores
+                .as_ref()
+                .is_none_or(|o: &Vec<String>| o.iter().any(|x| x == n))
+        })
+        .collect();
+    match &scripts {
+        Some(dir) => println!(
+            "Scripts from {} (cairn gen), {} commits, median of {runs} runs. A peer's cell: its figure \
+             (its ratio to Cairn's: above 1, the peer is ahead). Last column: Cairn over the best peer.\n",
+            dir.display(),
+            if durable {
+                "durable"
+            } else {
+                "non-durable (LMDB's stay durable)"
+            }
+        ),
+        None => println!(
+            "{keys} keys of 8 bytes, {VALUE}-byte values unless said, median of {runs} runs. A peer's cell: its \
+             figure (its ratio to Cairn's: above 1, the peer is ahead). Last column: Cairn over the best \
+             peer (above 1, Cairn is ahead). Latencies (µs) count lower as better.\n"
+        ),
+    }
+    print!("| workload | unit |");
+    for (name, _) in &stores {
+        print!(" {name} |");
+    }
+    println!(" cairn / best peer |");
+    println!("|{}", "---|".repeat(stores.len() + 3));
+    if let Some(dir) = scripts {
+        let mut runs_found: Vec<_> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.to_string_lossy().ends_with(".run.cq"))
+            .collect();
+        runs_found.sort();
+        for run in runs_found {
+            let name = run
+                .file_name()
+                .map(|n| n.to_string_lossy().trim_end_matches(".run.cq").to_owned())
+                .unwrap_or_default();
+            let setup_path = dir.join(format!("{name}.setup.cq"));
+            let setup = if setup_path.exists() {
+                script::load(&setup_path)?
+            } else {
+                Vec::new()
+            };
+            let ops = script::load(&run)?;
+            row(&name, Unit::PerSecond, &stores, runs, &|open| {
+                let dir = tempfile::tempdir()?;
+                let mut store = open(dir.path())?;
+                script::replay(store.as_mut(), &setup, true)?;
+                script::replay(store.as_mut(), &ops, durable)
+            });
+        }
+        return Ok(());
+    }
+    for w in WORKLOADS.iter().filter(|w| {
+        only_workloads
+            .as_ref()
+            .is_none_or(|o: &Vec<String>| o.iter().any(|x| w.name.starts_with(x.as_str())))
+    }) {
+        row(w.name, w.unit, &stores, runs, &|open| measure(open, w, &p));
+    }
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! What every store in the comparison does, in its own natural way.
+
+use std::error::Error;
+
+pub type R<T> = Result<T, Box<dyn Error>>;
+
+/// One change: a value to store under a key, or (`None`) a key to remove.
+pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// A key-value store under test. Every write call is one transaction; `durable` says
+/// whether it must be on stable storage when the call returns.
+pub trait Store {
+    /// Applies `changes` in one transaction.
+    fn write(&mut self, changes: &mut dyn Iterator<Item = Change<'_>>, durable: bool) -> R<()>;
+    /// Reads every key of `keys` in one read transaction; returns the bytes read.
+    fn read(&self, keys: &[[u8; 8]]) -> R<usize>;
+    /// Reads one key in a read transaction of its own; returns the bytes read.
+    fn get(&self, key: &[u8]) -> R<usize>;
+    /// Reads up to `limit` entries from `start` in key order; returns how many.
+    fn range(&self, start: &[u8], limit: usize) -> R<usize>;
+}
