@@ -1,17 +1,20 @@
 //! All file I/O: one trait, [`Storage`], and its backends.
 //!
 //! Reads go through a [`Region`] (a memory map, or anonymous memory for the in-memory
-//! backend); writes are positioned writes. `region.rs` is the only module of the
+//! backend); writes are positioned writes. [`FaultyStorage`] fails chosen operations and
+//! produces the file as a power cut would leave it, for tests. `region.rs` is the only module of the
 //! engine with `unsafe` code.
 
 mod backend;
 mod counted;
+mod faulty;
 mod file;
 mod memory;
 mod region;
 
 pub use backend::Storage;
 pub(crate) use counted::{Counted, IoCounters};
+pub use faulty::{FaultyStorage, SECTOR};
 pub use file::FileStorage;
 pub use memory::MemoryStorage;
 pub use region::Region;

@@ -1,0 +1,250 @@
+//! A storage backend for testing failures: it fails chosen operations, and it can produce
+//! the file as a power cut would leave it.
+//!
+//! It keeps what the process sees (in memory), the image last made durable by a sync, and
+//! the writes and resizes since. A power cut keeps, drops or tears (at 512-byte sectors)
+//! each unsynced write independently — so in any order — and loses unsynced growth or
+//! shrinking at random. A "lying" sync loses one of the writes it claims to make durable.
+
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{MemoryStorage, Region, Storage};
+
+/// The sector size a power cut tears writes at.
+pub const SECTOR: usize = 512;
+
+#[derive(Debug, Clone)]
+enum Pending {
+    Write { offset: u64, data: Vec<u8> },
+    Resize(u64),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    durable: Vec<u8>,
+    pending: Vec<Pending>,
+    ops: u64,
+    /// The operation (by count) that fails once with an I/O error.
+    fail_at: Option<u64>,
+    /// After this many operations every operation fails: the process is gone.
+    dead_after: Option<u64>,
+    lie: bool,
+    rng: u64,
+}
+
+impl State {
+    fn next(&mut self) -> u64 {
+        // xorshift64*: deterministic for a seed, no dependency.
+        let mut x = self.rng.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Counts an operation; an error if it is the one to fail or the process is dead.
+    fn admit(&mut self) -> io::Result<()> {
+        self.ops += 1;
+        if self.dead_after.is_some_and(|n| self.ops > n) {
+            return Err(io::Error::other("injected: the process is gone"));
+        }
+        if self.fail_at == Some(self.ops) {
+            return Err(io::Error::other("injected I/O error"));
+        }
+        Ok(())
+    }
+}
+
+fn apply(image: &mut Vec<u8>, op: &Pending) {
+    match op {
+        Pending::Resize(len) => image.resize(usize::try_from(*len).unwrap_or(usize::MAX), 0),
+        Pending::Write { offset, data } => {
+            let start = usize::try_from(*offset).unwrap_or(usize::MAX);
+            let end = start.saturating_add(data.len());
+            if image.len() < end {
+                image.resize(end, 0);
+            }
+            image[start..end].copy_from_slice(data);
+        }
+    }
+}
+
+/// Storage whose failures a test controls.
+#[derive(Debug)]
+pub struct FaultyStorage {
+    live: MemoryStorage,
+    state: Mutex<State>,
+}
+
+impl FaultyStorage {
+    /// An empty store; `seed` drives the power cuts and lies.
+    ///
+    /// # Errors
+    /// When memory cannot be reserved.
+    pub fn new(seed: u64) -> io::Result<Arc<FaultyStorage>> {
+        Ok(Arc::new(FaultyStorage {
+            live: MemoryStorage::new()?,
+            state: Mutex::new(State {
+                rng: seed ^ 0x9E37_79B9_7F4A_7C15,
+                ..State::default()
+            }),
+        }))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Operations (writes, syncs, resizes) so far.
+    pub fn operations(&self) -> u64 {
+        self.state().ops
+    }
+
+    /// Makes operation number `n` (counting from the first ever) fail once.
+    pub fn fail_at(&self, n: u64) {
+        self.state().fail_at = Some(n);
+    }
+
+    /// Makes every operation after number `n` fail, as if the process had died there.
+    pub fn die_after(&self, n: u64) {
+        self.state().dead_after = Some(n);
+    }
+
+    /// Makes syncs lie: each loses one of the writes it should make durable.
+    pub fn lie_about_syncs(&self, lie: bool) {
+        self.state().lie = lie;
+    }
+
+    /// The bytes a power cut now would leave on the disk.
+    pub fn power_cut(&self) -> Vec<u8> {
+        let mut s = self.state();
+        let mut image = s.durable.clone();
+        let pending = s.pending.clone();
+        for op in &pending {
+            match op {
+                Pending::Resize(_) => {
+                    if s.next() % 2 == 0 {
+                        apply(&mut image, op);
+                    }
+                }
+                Pending::Write { offset, data } => match s.next() % 3 {
+                    0 => apply(&mut image, op),
+                    1 => {}
+                    _ => {
+                        // Torn: each sector of the write reaches the disk or not.
+                        for (i, sector) in data.chunks(SECTOR).enumerate() {
+                            if s.next() % 2 == 0 {
+                                let at = offset + (i * SECTOR) as u64;
+                                apply(
+                                    &mut image,
+                                    &Pending::Write {
+                                        offset: at,
+                                        data: sector.to_vec(),
+                                    },
+                                );
+                            }
+                        }
+                    }
+                },
+            }
+        }
+        image
+    }
+}
+
+impl Storage for FaultyStorage {
+    fn len(&self) -> u64 {
+        self.live.len()
+    }
+
+    fn region(&self) -> Arc<Region> {
+        self.live.region()
+    }
+
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.live.read(offset, buf)
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut s = self.state();
+        s.admit()?;
+        self.live.write(offset, data)?;
+        s.pending.push(Pending::Write {
+            offset,
+            data: data.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let mut s = self.state();
+        s.admit()?;
+        let mut pending = std::mem::take(&mut s.pending);
+        if s.lie {
+            let writes: Vec<usize> = (0..pending.len())
+                .filter(|&i| matches!(pending[i], Pending::Write { .. }))
+                .collect();
+            if !writes.is_empty() {
+                let lost = writes[(s.next() % writes.len() as u64) as usize];
+                pending.remove(lost);
+            }
+        }
+        for op in &pending {
+            apply(&mut s.durable, op);
+        }
+        Ok(())
+    }
+
+    fn resize(&self, len: u64) -> io::Result<()> {
+        let mut s = self.state();
+        s.admit()?;
+        self.live.resize(len)?;
+        s.pending.push(Pending::Resize(len));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synced_writes_survive_a_power_cut_and_unsynced_ones_may_not() -> io::Result<()> {
+        let s = FaultyStorage::new(3)?;
+        s.resize(4096)?;
+        s.write(0, &[1; 1024])?;
+        s.sync()?;
+        s.write(0, &[2; 1024])?;
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..64 {
+            let image = s.power_cut();
+            assert_eq!(image.len(), 4096);
+            // Each sector is old or new, never anything else.
+            for sector in image[..1024].chunks(SECTOR) {
+                assert!(
+                    sector.iter().all(|&b| b == sector[0]) && (sector[0] == 1 || sector[0] == 2)
+                );
+            }
+            seen.insert(image[..1024].to_vec());
+        }
+        assert!(seen.len() >= 3, "kept, dropped and torn all happen");
+        Ok(())
+    }
+
+    #[test]
+    fn injected_failures_and_death() -> io::Result<()> {
+        let s = FaultyStorage::new(1)?;
+        s.resize(1024)?;
+        s.fail_at(2);
+        assert!(s.write(0, b"x").is_err());
+        assert!(s.write(0, b"x").is_ok(), "a one-off failure");
+        s.die_after(3);
+        assert!(s.sync().is_err() && s.write(0, b"y").is_err());
+        let mut b = [0u8; 1];
+        s.read(0, &mut b)?;
+        assert_eq!(&b, b"x", "a failed write changes nothing");
+        Ok(())
+    }
+}
