@@ -125,7 +125,7 @@ impl FaultyStorage {
         for op in &pending {
             match op {
                 Pending::Resize(_) => {
-                    if s.next() % 2 == 0 {
+                    if s.next().is_multiple_of(2) {
                         apply(&mut image, op);
                     }
                 }
@@ -135,7 +135,7 @@ impl FaultyStorage {
                     _ => {
                         // Torn: each sector of the write reaches the disk or not.
                         for (i, sector) in data.chunks(SECTOR).enumerate() {
-                            if s.next() % 2 == 0 {
+                            if s.next().is_multiple_of(2) {
                                 let at = offset + (i * SECTOR) as u64;
                                 apply(
                                     &mut image,
