@@ -249,25 +249,20 @@ impl Inner {
 
     /// Makes every commit so far durable; the caller holds the writer state.
     pub fn sync_with(&self, ws: &mut WriterState) -> Result<()> {
-        let latest = self.state().latest.txid();
-        if ws.durable_txid < latest {
+        let latest = self.state().latest.slot;
+        if ws.durable_txid < latest.txid {
+            // The newest commit sits in the slot beside the durable one — unless a commit
+            // failed after writing its own slot there. Write the newest commit's slot again
+            // so that the sync makes durable exactly what is then protected.
+            let slot = 1 - ws.durable_slot;
+            let at = slot as u64 * self.page_size as u64 + SLOT_OFFSET as u64;
+            self.storage.write(at, &latest.encode())?;
             self.storage.sync()?;
             ws.synced_len = self.storage.len();
-            // Ask which slot holds `latest` before it becomes the durable one.
-            ws.durable_slot = slot_of(latest, ws);
-            ws.durable_txid = latest;
+            ws.durable_slot = slot;
+            ws.durable_txid = latest.txid;
         }
         Ok(())
-    }
-}
-
-/// The slot holding commit `txid`, which is the newest: it sits in the slot other than
-/// the durable one, unless it is the durable one itself.
-fn slot_of(txid: u64, ws: &WriterState) -> usize {
-    if txid == ws.durable_txid {
-        ws.durable_slot
-    } else {
-        1 - ws.durable_slot
     }
 }
 

@@ -164,3 +164,63 @@ fn after_sync_the_synced_commit_is_protected() -> Result<(), Error> {
     assert_eq!(found, vec![synced, newest]);
     Ok(())
 }
+
+/// Regression: a commit that failed after writing its slot left that slot holding itself;
+/// a later `sync` made it durable while treating it as the last good commit, and once more
+/// commits reused the failed commit's pages, a power cut could leave no intact slot.
+#[test]
+fn sync_after_a_failed_commit_protects_the_last_good_commit() -> Result<(), Error> {
+    use cairn_engine::storage::FaultyStorage;
+    let storage = FaultyStorage::new(7)?;
+    let db = Database::builder()
+        .page_size(PAGE)
+        .durability(Durability::Eventual)
+        .with_storage(storage.clone(), true, None)?;
+    fill(&db, 0, 10, Durability::Immediate)?;
+    fill(&db, 10, 20, Durability::Eventual)?;
+    let good = db.begin_read()?.txid();
+    // The next commit writes its pages and its slot; its final sync fails. How many
+    // operations such a commit takes is found on a twin database, so that exactly its last
+    // one (the sync) can be failed here.
+    let before = storage.operations();
+    let probe = FaultyStorage::new(7)?;
+    let probe_db = Database::builder()
+        .page_size(PAGE)
+        .durability(Durability::Eventual)
+        .with_storage(probe.clone(), true, None)?;
+    fill(&probe_db, 0, 10, Durability::Immediate)?;
+    fill(&probe_db, 10, 20, Durability::Eventual)?;
+    let start = probe.operations();
+    let mut w = probe_db.begin_write()?;
+    w.set_durability(Durability::Immediate);
+    w.open_table("t")?.insert(b"failed", b"commit")?;
+    w.commit()?;
+    let ops = probe.operations() - start;
+    assert_eq!(before, start, "both databases took the same path");
+
+    storage.fail_at(before + ops);
+    let mut w = db.begin_write()?;
+    w.set_durability(Durability::Immediate);
+    w.open_table("t")?.insert(b"failed", b"commit")?;
+    assert!(w.commit().is_err(), "the commit's sync fails");
+    assert_eq!(db.begin_read()?.txid(), good);
+    db.sync()?;
+    // Whatever the slots hold now is durable: both must be commits we can stand behind.
+    let image = storage.power_cut();
+    for slot in 0..2 {
+        let mut lost = image.clone();
+        lost[slot * PAGE + 512..slot * PAGE + 1024].fill(0);
+        if let Ok(db) = open_image(&lost) {
+            let r = db.begin_read()?;
+            assert!(r.txid() <= good || r.open_table("t")?.get(b"failed")?.is_some());
+        }
+    }
+    let db2 = open_image(&image)?;
+    assert_eq!(
+        db2.begin_read()?.txid(),
+        good,
+        "the synced commit is the last good one"
+    );
+    assert_eq!(keys(&db2)?, (0..20).collect::<Vec<_>>());
+    Ok(())
+}
