@@ -163,6 +163,15 @@ impl Builder {
     }
 
     fn open_path(self, path: &Path, create: bool) -> Result<Database> {
+        // Refuse directories, devices, FIFOs and sockets before opening: opening a FIFO
+        // for reading would block until a writer came.
+        if let Ok(meta) = std::fs::metadata(path)
+            && !meta.is_file()
+        {
+            return Err(Error::NotAFile {
+                path: path.to_path_buf(),
+            });
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(!self.read_only)

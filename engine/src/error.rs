@@ -57,6 +57,12 @@ pub enum Error {
         /// The locked file.
         path: PathBuf,
     },
+    /// The path names a directory, a device, a FIFO or a socket, not a file.
+    #[error("{path} is not a regular file")]
+    NotAFile {
+        /// The path given.
+        path: PathBuf,
+    },
     /// The page size asked for is not a power of two from 1 KiB to 64 KiB.
     #[error("page size {0} is not a power of two from 1024 to 65536")]
     InvalidPageSize(u64),
