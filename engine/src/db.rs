@@ -256,16 +256,23 @@ impl Inner {
         self.writer_cv.notify_one();
     }
 
+    /// Writes the newest commit's slot into the slot beside the durable one (where it
+    /// belongs, unless a failed commit wrote its own slot there since).
+    pub fn rewrite_latest_slot(&self, ws: &WriterState) -> Result<()> {
+        let latest = self.state().latest.slot;
+        let at = (1 - ws.durable_slot) as u64 * self.page_size as u64 + SLOT_OFFSET as u64;
+        self.storage.write(at, &latest.encode())?;
+        Ok(())
+    }
+
     /// Makes every commit so far durable; the caller holds the writer state.
     pub fn sync_with(&self, ws: &mut WriterState) -> Result<()> {
         let latest = self.state().latest.slot;
         if ws.durable_txid < latest.txid {
-            // The newest commit sits in the slot beside the durable one — unless a commit
-            // failed after writing its own slot there. Write the newest commit's slot again
-            // so that the sync makes durable exactly what is then protected.
+            // Write the newest commit's slot again, so that the sync makes durable exactly
+            // what is then protected, even if a failed commit wrote its slot there.
             let slot = 1 - ws.durable_slot;
-            let at = slot as u64 * self.page_size as u64 + SLOT_OFFSET as u64;
-            self.storage.write(at, &latest.encode())?;
+            self.rewrite_latest_slot(ws)?;
             self.storage.sync()?;
             ws.synced_len = self.storage.len();
             ws.durable_slot = slot;

@@ -247,6 +247,10 @@ impl WriteTxn {
             Err(e) => {
                 let mut ws = original;
                 ws.next_txid = self.txid + 1;
+                // The failed commit may have written its slot beside the durable one: put
+                // the last good commit's slot back, if the disk lets us, so that reopening
+                // without a crash finds the last acknowledged commit.
+                let _ = self.inner.rewrite_latest_slot(&ws);
                 self.inner.put_writer(ws);
                 Err(e)
             }

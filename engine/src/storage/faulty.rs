@@ -117,6 +117,12 @@ impl FaultyStorage {
         self.state().lie = lie;
     }
 
+    /// The bytes the file holds for the operating system now (what reopening without a
+    /// crash reads).
+    pub fn live_image(&self) -> Vec<u8> {
+        self.live.to_vec()
+    }
+
     /// The bytes a power cut now would leave on the disk.
     pub fn power_cut(&self) -> Vec<u8> {
         let mut s = self.state();
