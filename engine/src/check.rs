@@ -98,8 +98,8 @@ impl Checker<'_> {
         let Some(entries) = decode_freelist(bytes) else {
             return self.problem(s.freelist_page, "freelist length mismatch");
         };
-        for (page, _) in entries {
-            self.claim(page, 1, "free page");
+        for (first, count, _) in entries {
+            self.claim(first, u64::from(count), "free pages");
         }
     }
 

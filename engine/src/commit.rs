@@ -140,11 +140,12 @@ impl WriteTxn {
                 self.freelist.free(page, txid);
             }
         }
-        let run_pages = (freelist_len(self.freelist.free.len() + self.freelist.pending.len())
-            as u64)
-            .div_ceil(p);
+        // Allocating the run takes pages from the front of free runs, so it never adds a
+        // run: the count before allocating (plus one, to spare) bounds the count after.
+        let run_pages = (freelist_len(self.freelist.runs().len() + 1) as u64).div_ceil(p);
         let freelist_page = self.freelist.alloc_run(run_pages);
-        let encoded = encode_freelist(txid, &self.freelist.entries(), (run_pages * p) as usize);
+        let encoded = encode_freelist(txid, &self.freelist.runs(), (run_pages * p) as usize);
+
         let freelist_crc = checksum(freelist_page, &encoded);
         let freelist_bytes = encoded.len() as u64;
         out.push((freelist_page, encoded.into_boxed_slice()));

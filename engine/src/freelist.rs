@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use crate::format::FreeRun;
+
 /// The allocator state that a write transaction works on and a commit persists.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FreeList {
@@ -85,12 +87,26 @@ impl FreeList {
         }
     }
 
-    /// Every free page with the commit that freed it (0: reusable now), by page.
-    pub fn entries(&self) -> Vec<(u64, u64)> {
-        let mut e: Vec<(u64, u64)> = self.free.iter().map(|&p| (p, 0)).collect();
-        e.extend_from_slice(&self.pending);
-        e.sort_unstable();
-        e
+    /// Every free page as runs of consecutive pages freed by the same commit (0: reusable
+    /// now), in page order.
+    pub fn runs(&self) -> Vec<FreeRun> {
+        let mut pages: Vec<(u64, u64)> = self.free.iter().map(|&p| (p, 0)).collect();
+        pages.extend_from_slice(&self.pending);
+        pages.sort_unstable();
+        let mut runs: Vec<FreeRun> = Vec::new();
+        for (page, freed_by) in pages {
+            match runs.last_mut() {
+                Some((first, count, by))
+                    if *by == freed_by
+                        && *first + u64::from(*count) == page
+                        && *count < u32::MAX =>
+                {
+                    *count += 1;
+                }
+                _ => runs.push((page, 1, freed_by)),
+            }
+        }
+        runs
     }
 }
 
@@ -130,6 +146,9 @@ mod tests {
         assert_eq!(f.free.iter().copied().collect::<Vec<_>>(), vec![3, 9]);
         assert_eq!(f.alloc_run(2), 20);
         assert_eq!(f.page_count, 22);
-        assert_eq!(f.entries(), vec![(3, 0), (9, 0)]);
+        assert_eq!(f.runs(), vec![(3, 1, 0), (9, 1, 0)]);
+        f.free.extend([4, 5]);
+        f.pending.extend([(6, 8), (7, 8), (10, 9)]);
+        assert_eq!(f.runs(), vec![(3, 3, 0), (6, 2, 8), (9, 1, 0), (10, 1, 9)]);
     }
 }

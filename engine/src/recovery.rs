@@ -8,8 +8,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::header::HeaderError;
 use crate::format::{
-    FORMAT_VERSION, HEADER_LEN, Header, MAGIC, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PageKind, SLOT_LEN,
-    SLOT_OFFSET, Slot, TableMeta, ValueRef, decode_freelist, page_kind, page_txid,
+    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, MAGIC, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PageKind,
+    SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef, decode_freelist, page_kind, page_txid,
 };
 use crate::freelist::FreeList;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
@@ -166,8 +166,8 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
 }
 
 /// Checks every page written since the slot's last durable commit (and each child of
-/// those), following the checksums down from the slot; returns the freelist entries.
-fn verify_commit(snap: &Snapshot) -> Result<Vec<(u64, u64)>> {
+/// those), following the checksums down from the slot; returns the freelist runs.
+fn verify_commit(snap: &Snapshot) -> Result<Vec<FreeRun>> {
     let s = snap.slot;
     let entries = if s.freelist_page == 0 {
         Vec::new()
@@ -233,18 +233,28 @@ fn walk_new(
 }
 
 /// The allocator state of a freshly opened file: every listed page is free, since no
-/// reader is left and the opened commit is durable.
-fn freelist(snap: &Snapshot, entries: Vec<(u64, u64)>) -> Result<FreeList> {
+/// reader is left and the opened commit is durable. Runs are checked against the file
+/// before any page is taken from them.
+fn freelist(snap: &Snapshot, runs: Vec<FreeRun>) -> Result<FreeList> {
     let mut f = FreeList {
         page_count: snap.slot.page_count,
         ..FreeList::default()
     };
-    for (page, _) in entries {
-        if page < FIRST_DATA_PAGE || page >= f.page_count || !f.free.insert(page) {
+    for (first, count, _) in runs {
+        let end = first.checked_add(u64::from(count));
+        if first < FIRST_DATA_PAGE || end.is_none_or(|end| end > f.page_count) {
             return Err(Error::corrupt(
                 snap.slot.freelist_page,
-                format!("freelist lists page {page} outside the file or twice"),
+                format!("freelist lists pages {first}+{count} outside the file"),
             ));
+        }
+        for page in first..first + u64::from(count) {
+            if !f.free.insert(page) {
+                return Err(Error::corrupt(
+                    snap.slot.freelist_page,
+                    format!("freelist lists page {page} twice"),
+                ));
+            }
         }
     }
     Ok(f)

@@ -113,7 +113,7 @@ pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
         crate::pager::verify(s.freelist_page, bytes, s.freelist_crc)?;
         let entries = decode_freelist(bytes)
             .ok_or_else(|| Error::corrupt(s.freelist_page, "freelist length mismatch"))?;
-        w.stats.free_pages = entries.len() as u64;
+        w.stats.free_pages = entries.iter().map(|&(_, count, _)| u64::from(count)).sum();
     }
     if s.catalog.page != 0 {
         w.tree(s.catalog, true, 0)?;

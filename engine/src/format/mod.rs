@@ -13,7 +13,7 @@ mod slot;
 
 pub(crate) use branch::{BranchPage, encode_branch};
 pub(crate) use catalog::TableMeta;
-pub(crate) use freelist::{decode_freelist, encode_freelist, freelist_len};
+pub(crate) use freelist::{FreeRun, decode_freelist, encode_freelist, freelist_len};
 pub(crate) use header::{FORMAT_VERSION, HEADER_LEN, Header, MAGIC};
 pub(crate) use leaf::{LeafPage, ValueRef, encode_leaf, leaf_entry_size};
 pub(crate) use page::{
