@@ -1,0 +1,332 @@
+//! Damaged files, each examined in a child process with a time and a memory limit: bit
+//! flips, random bytes, zeroed sectors and pages, a page copied over another, a page
+//! replaced by an older version of itself, truncations, garbage appended. Every outcome is
+//! classed as identical, clean error, wrong answer, panic, signal, hang or out of memory;
+//! only the first two are allowed. Plus an exhaustive single-byte sweep of a small file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cairn_engine::{Database, Error};
+use cairn_tests::{scale, seed};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const CHILD: &str = "CAIRN_DAMAGE_CHILD";
+type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// Builds a database with churn (so that the freelist is not empty), closes it cleanly;
+/// returns its model, and the image it had halfway (for "older versions" of pages).
+fn build(path: &Path, page_size: usize) -> Result<(Model, Vec<u8>), Error> {
+    let mut model = Model::new();
+    let mut halfway = Vec::new();
+    {
+        let db = Database::builder().page_size(page_size).create(path)?;
+        for round in 0u32..8 {
+            let mut w = db.begin_write()?;
+            for name in ["a", "b"] {
+                if round == 0 {
+                    w.create_table(name)?;
+                }
+                let m = model.entry(name.to_owned()).or_default();
+                let mut t = w.open_table(name)?;
+                for i in 0u32..150 {
+                    let key = (i * 7 % 150).to_be_bytes().to_vec();
+                    if (i + round) % 4 == 0 {
+                        t.remove(&key)?;
+                        m.remove(&key);
+                    } else {
+                        let len = if i % 37 == 0 {
+                            2500
+                        } else {
+                            8 + (i as usize * round as usize) % 60
+                        };
+                        let value = vec![(i + round) as u8; len];
+                        t.insert(&key, &value)?;
+                        m.insert(key, value);
+                    }
+                }
+            }
+            w.commit()?;
+            if round == 3 {
+                db.sync()?;
+                halfway = std::fs::read(path)?;
+            }
+        }
+    }
+    Ok((model, halfway))
+}
+
+/// What the child found.
+fn examine(path: &Path, model: &Model) -> &'static str {
+    let run = || -> Result<Option<bool>, Error> {
+        let db = Database::open(path)?;
+        let r = db.begin_read()?;
+        let mut seen = Model::new();
+        for info in r.list_tables()? {
+            let t = r.open_table(&info.name)?;
+            let m = seen.entry(info.name.clone()).or_default();
+            for e in t.iter()? {
+                let (k, v) = e?;
+                m.insert(k.to_vec(), v.to_vec());
+            }
+            for (k, v) in model.get(&info.name).into_iter().flatten() {
+                if t.get(k)?.is_some_and(|got| got != &v[..]) {
+                    return Ok(Some(false));
+                }
+            }
+        }
+        if !db.check()?.is_ok() {
+            // The damage is found and reported: a clean error.
+            return Ok(None);
+        }
+        Ok(Some(&seen == model))
+    };
+    match run() {
+        Ok(Some(true)) => "identical",
+        Ok(Some(false)) => "wrong",
+        Ok(None) | Err(_) => "error",
+    }
+}
+
+fn child() {
+    let (Ok(path), Ok(model_path)) = (std::env::var(CHILD), std::env::var("CAIRN_DAMAGE_MODEL"))
+    else {
+        return;
+    };
+    // 512 MiB of heap at most: a damaged file must not make us allocate without bound.
+    let _ = nix::sys::resource::setrlimit(
+        nix::sys::resource::Resource::RLIMIT_DATA,
+        512 << 20,
+        512 << 20,
+    );
+    let model = read_model(Path::new(&model_path));
+    println!("outcome: {}", examine(Path::new(&path), &model));
+}
+
+fn write_model(path: &Path, model: &Model) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    for (table, entries) in model {
+        for (k, v) in entries {
+            for part in [table.as_bytes(), k, v] {
+                out.extend_from_slice(&(part.len() as u32).to_le_bytes());
+                out.extend_from_slice(part);
+            }
+        }
+    }
+    std::fs::write(path, out)
+}
+
+fn read_model(path: &Path) -> Model {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let mut model = Model::new();
+    let mut at = 0;
+    let mut next = || -> Option<Vec<u8>> {
+        let len = u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize;
+        let part = bytes.get(at + 4..at + 4 + len)?.to_vec();
+        at += 4 + len;
+        Some(part)
+    };
+    while let (Some(t), Some(k), Some(v)) = (next(), next(), next()) {
+        model
+            .entry(String::from_utf8_lossy(&t).into_owned())
+            .or_default()
+            .insert(k, v);
+    }
+    model
+}
+
+/// Runs the child on `file`; returns the outcome's class.
+fn classify(file: &Path, model_file: &Path) -> String {
+    let mut child = match Command::new(std::env::current_exe().unwrap_or_default())
+        .args([
+            "--exact",
+            "damaged_files_give_errors_never_wrong_answers",
+            "--nocapture",
+        ])
+        .env(CHILD, file)
+        .env("CAIRN_DAMAGE_MODEL", model_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return format!("spawn failed: {e}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = String::new();
+                if let Some(mut s) = child.stdout.take() {
+                    use std::io::Read;
+                    let _ = s.read_to_string(&mut out);
+                }
+                use std::os::unix::process::ExitStatusExt;
+                return match (status.code(), status.signal()) {
+                    (Some(0), _) if out.contains("outcome: identical") => "identical".into(),
+                    (Some(0), _) if out.contains("outcome: error") => "clean error".into(),
+                    (Some(0), _) if out.contains("outcome: wrong") => "wrong answer".into(),
+                    (Some(101), _) => "panic".into(),
+                    (_, Some(6)) => "out of memory (abort)".into(),
+                    (_, Some(sig)) => format!("signal {sig}"),
+                    (code, _) => format!("exit {code:?}"),
+                };
+            }
+            Ok(None) if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return "hang".into();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return format!("wait failed: {e}"),
+        }
+    }
+}
+
+/// One damaged copy of `clean`, described.
+fn damage(rng: &mut SmallRng, clean: &[u8], older: &[u8], page: usize) -> (String, Vec<u8>) {
+    let mut b = clean.to_vec();
+    let pages = b.len() / page;
+    let p = rng.random_range(0..pages);
+    match rng.random_range(0..8) {
+        0 => {
+            let at = rng.random_range(0..b.len());
+            b[at] ^= 1 << rng.random_range(0..8);
+            (format!("bit flip at {at}"), b)
+        }
+        1 => {
+            let at = rng.random_range(0..b.len() - 16);
+            rng.fill(&mut b[at..at + 16]);
+            (format!("16 random bytes at {at}"), b)
+        }
+        2 => {
+            let s = rng.random_range(0..b.len() / 512);
+            b[s * 512..(s + 1) * 512].fill(0);
+            (format!("sector {s} zeroed"), b)
+        }
+        3 => {
+            b[p * page..(p + 1) * page].fill(0);
+            (format!("page {p} zeroed"), b)
+        }
+        4 => {
+            let q = rng.random_range(0..pages);
+            let src = clean[q * page..(q + 1) * page].to_vec();
+            b[p * page..(p + 1) * page].copy_from_slice(&src);
+            (format!("page {q} copied over page {p}"), b)
+        }
+        5 => {
+            if let Some(old) = older.get(p * page..(p + 1) * page) {
+                b[p * page..(p + 1) * page].copy_from_slice(old);
+            }
+            (format!("page {p} replaced by its older version"), b)
+        }
+        6 => {
+            let len = if rng.random_bool(0.5) {
+                rng.random_range(0..b.len())
+            } else {
+                rng.random_range(0..pages) * page
+            };
+            b.truncate(len);
+            (format!("truncated to {len}"), b)
+        }
+        _ => {
+            let extra: Vec<u8> = (0..rng.random_range(1..3 * page))
+                .map(|_| rng.random())
+                .collect();
+            b.extend_from_slice(&extra);
+            (format!("{} bytes of garbage appended", extra.len()), b)
+        }
+    }
+}
+
+#[test]
+fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::var(CHILD).is_ok() {
+        child();
+        return Ok(());
+    }
+    let mut rng = SmallRng::seed_from_u64(seed("damage"));
+    let dir = tempfile::tempdir()?;
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    let per_size = scale("CAIRN_DAMAGED_FILES", 60);
+    for page in [1024usize, 4096] {
+        let clean_path = dir.path().join(format!("clean-{page}.cairn"));
+        let (model, older) = build(&clean_path, page)?;
+        let clean = std::fs::read(&clean_path)?;
+        let model_file = dir.path().join(format!("model-{page}"));
+        write_model(&model_file, &model)?;
+        let damaged: PathBuf = dir.path().join("damaged.cairn");
+        for _ in 0..per_size {
+            let (what, bytes) = damage(&mut rng, &clean, &older, page);
+            std::fs::write(&damaged, &bytes)?;
+            let class = classify(&damaged, &model_file);
+            if class != "identical" && class != "clean error" {
+                panic!("{what} (page size {page}): {class}");
+            }
+            *tally.entry(class).or_insert(0) += 1;
+        }
+    }
+    eprintln!(
+        "{} damaged files: {tally:?}; 0 wrong answers, 0 panics, 0 signals, 0 hangs",
+        2 * per_size
+    );
+    assert!(tally.get("clean error").is_some_and(|n| *n > 0));
+    Ok(())
+}
+
+#[test]
+fn every_single_byte_of_a_small_file_damaged_in_turn() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("small.cairn");
+    {
+        let db = Database::builder().page_size(1024).create(&path)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        let mut t = w.open_table("t")?;
+        for i in 0u32..40 {
+            t.insert(
+                &i.to_be_bytes(),
+                &vec![i as u8; if i == 7 { 1500 } else { 20 }],
+            )?;
+        }
+        w.commit()?;
+        let mut w = db.begin_write()?;
+        for i in 0u32..10 {
+            w.open_table("t")?.remove(&(i * 3).to_be_bytes())?;
+        }
+        w.commit()?;
+    }
+    let clean = std::fs::read(&path)?;
+    let mut model = Model::new();
+    {
+        let db = Database::open(&path)?;
+        let r = db.begin_read()?;
+        let m = model.entry("t".into()).or_default();
+        for e in r.open_table("t")?.iter()? {
+            let (k, v) = e?;
+            m.insert(k.to_vec(), v.to_vec());
+        }
+    }
+    let (mut errors, mut harmless) = (0, 0);
+    let damaged = dir.path().join("d.cairn");
+    for at in 0..clean.len() {
+        let mut b = clean.clone();
+        b[at] ^= 0xff;
+        std::fs::write(&damaged, &b)?;
+        let outcome = std::panic::catch_unwind(|| examine(&damaged, &model));
+        match outcome {
+            Ok("identical") => harmless += 1,
+            Ok("error") => errors += 1,
+            other => panic!("byte {at}: {other:?}"),
+        }
+    }
+    eprintln!(
+        "{} single-byte damages of a {}-byte file: {errors} clean errors, {harmless} harmless, 0 wrong answers, 0 panics",
+        clean.len(),
+        clean.len()
+    );
+    Ok(())
+}
