@@ -84,7 +84,8 @@ impl Builder {
         Ok(())
     }
 
-    /// Opens the database at `path`, creating it (or initialising an empty file) if needed.
+    /// Opens the database at `path`, creating it if it does not exist. An existing empty
+    /// file is refused ([`Error::EmptyFile`]): only a file this call creates is initialised.
     ///
     /// # Errors
     /// [`Error::Locked`] when another process has it open for writing, the errors of
@@ -164,14 +165,18 @@ impl Builder {
 
     fn open_path(self, path: &Path, create: bool) -> Result<Database> {
         // Refuse directories, devices, FIFOs and sockets before opening: opening a FIFO
-        // for reading would block until a writer came.
-        if let Ok(meta) = std::fs::metadata(path)
-            && !meta.is_file()
-        {
-            return Err(Error::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
+        // for reading would block until a writer came. An existing empty file is refused
+        // too: only a file this call creates is ever initialised.
+        let existed = match std::fs::metadata(path) {
+            Ok(meta) if !meta.is_file() => {
+                return Err(Error::NotAFile {
+                    path: path.to_path_buf(),
+                });
+            }
+            Ok(meta) if meta.len() == 0 => return Err(Error::EmptyFile),
+            Ok(_) => true,
+            Err(_) => false,
+        };
         let file = OpenOptions::new()
             .read(true)
             .write(!self.read_only)
@@ -182,10 +187,10 @@ impl Builder {
             crate::lock::lock_exclusive(&file, path, self.lock_timeout)?;
         }
         let storage = Arc::new(FileStorage::new(file)?);
-        if !create && storage.is_empty() {
+        if (existed || !create) && storage.is_empty() {
             return Err(Error::EmptyFile);
         }
-        self.with_storage(storage, create, Some(path.to_path_buf()))
+        self.with_storage(storage, create && !existed, Some(path.to_path_buf()))
     }
 }
 

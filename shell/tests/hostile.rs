@@ -54,6 +54,7 @@ fn files_that_are_not_databases_are_refused_untouched() {
         std::fs::write(&p, bytes).unwrap_or_else(|e| panic!("{e}"));
         p
     };
+    refused(&write("empty", b""), "the file is empty");
     refused(&write("one-byte", b"C"), "truncated");
     refused(
         &write(
@@ -141,4 +142,30 @@ fn a_file_open_for_writing_elsewhere_is_reported_locked() {
     assert!(cairn_on(&db, &["-readonly"]).status.success());
     let _ = holder.kill();
     let _ = holder.wait();
+}
+
+#[test]
+fn the_same_file_opened_twice_in_one_process_is_refused() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("twice.cairn");
+    let db_str = db.to_str().unwrap_or_default();
+    let o = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            db_str,
+            "-c",
+            &format!(".open {db_str}"),
+            "-c",
+            "PUT 'still' 'the first'",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("locked by another process"), "{err}");
+    // The first handle stayed in use.
+    let o = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([db_str, "-c", "GET 'still'"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "still\tthe first\n");
 }

@@ -148,8 +148,13 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
     std::fs::write(&path, b"")?;
     assert!(matches!(Database::open(&path), Err(Error::EmptyFile)));
     assert!(
-        Database::create(&path).is_ok(),
-        "create initialises an empty file"
+        matches!(Database::create(&path), Err(Error::EmptyFile)),
+        "only a file create makes itself is initialised"
+    );
+    assert_eq!(
+        std::fs::read(&path)?,
+        b"",
+        "the empty file is left untouched"
     );
 
     for foreign in [
