@@ -13,6 +13,25 @@ fn open_image(bytes: &[u8]) -> Result<Database, Error> {
     Database::builder().with_storage(Arc::new(MemoryStorage::from_bytes(bytes)?), false, None)
 }
 
+/// `image` with slot 0 or 1 zeroed: what survives if that slot is lost.
+fn without_slot(image: &[u8], slot: usize) -> Vec<u8> {
+    let mut lost = image.to_vec();
+    lost[slot * PAGE + 512..slot * PAGE + 1024].fill(0);
+    lost
+}
+
+/// The commits the file opens at with either slot lost, in order; each opening is checked.
+fn txids_with_either_slot_lost(image: &[u8]) -> Result<Vec<u64>, Error> {
+    let mut found = Vec::new();
+    for slot in 0..2 {
+        let db = open_image(&without_slot(image, slot))?;
+        assert!(db.check()?.is_ok());
+        found.push(db.begin_read()?.txid());
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
 fn fill(db: &Database, from: u32, to: u32, durability: Durability) -> Result<(), Error> {
     let mut w = db.begin_write()?;
     w.set_durability(durability);
@@ -83,14 +102,7 @@ fn eventual_commits_never_overwrite_the_last_durable_slot() -> Result<(), Error>
     let newest = db.begin_read()?.txid();
     let image = storage.to_vec();
     // Losing either slot leaves the other: one is the durable commit, one the newest.
-    let mut found = Vec::new();
-    for slot in 0..2 {
-        let mut lost = image.clone();
-        lost[slot * PAGE + 512..slot * PAGE + 1024].fill(0);
-        found.push(open_image(&lost)?.begin_read()?.txid());
-    }
-    found.sort_unstable();
-    assert_eq!(found, vec![durable, newest]);
+    assert_eq!(txids_with_either_slot_lost(&image)?, vec![durable, newest]);
     Ok(())
 }
 
@@ -108,8 +120,7 @@ fn a_clean_close_makes_eventual_commits_durable_and_seals() -> Result<(), Error>
     let bytes = std::fs::read(&path)?;
     // Both slots now hold the same commit, so losing either one loses nothing.
     for slot in 0..2 {
-        let mut lost = bytes.clone();
-        lost[slot * PAGE + 512..slot * PAGE + 1024].fill(0xff);
+        let lost = without_slot(&bytes, slot);
         assert_eq!(keys(&open_image(&lost)?)?, (0..100).collect::<Vec<_>>());
     }
     Ok(())
@@ -152,16 +163,7 @@ fn after_sync_the_synced_commit_is_protected() -> Result<(), Error> {
     }
     let newest = db.begin_read()?.txid();
     let image = storage.to_vec();
-    let mut found = Vec::new();
-    for slot in 0..2 {
-        let mut lost = image.clone();
-        lost[slot * PAGE + 512..slot * PAGE + 1024].fill(0);
-        let db = open_image(&lost)?;
-        found.push(db.begin_read()?.txid());
-        assert!(db.check()?.is_ok());
-    }
-    found.sort_unstable();
-    assert_eq!(found, vec![synced, newest]);
+    assert_eq!(txids_with_either_slot_lost(&image)?, vec![synced, newest]);
     Ok(())
 }
 
@@ -208,9 +210,7 @@ fn sync_after_a_failed_commit_protects_the_last_good_commit() -> Result<(), Erro
     // Whatever the slots hold now is durable: both must be commits we can stand behind.
     let image = storage.power_cut();
     for slot in 0..2 {
-        let mut lost = image.clone();
-        lost[slot * PAGE + 512..slot * PAGE + 1024].fill(0);
-        if let Ok(db) = open_image(&lost) {
+        if let Ok(db) = open_image(&without_slot(&image, slot)) {
             let r = db.begin_read()?;
             assert!(r.txid() <= good || r.open_table("t")?.get(b"failed")?.is_some());
         }
