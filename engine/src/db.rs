@@ -198,8 +198,8 @@ impl Builder {
 #[derive(Debug)]
 pub(crate) struct State {
     pub latest: Arc<Snapshot>,
-    /// Live read transactions by snapshot id.
-    pub readers: BTreeMap<u64, usize>,
+    /// Live read transactions by snapshot id: how many, and when the first began.
+    pub readers: BTreeMap<u64, (usize, std::time::Instant)>,
 }
 
 /// What belongs to the one writer, handed to a write transaction for its life.
@@ -419,8 +419,33 @@ impl Database {
     /// # Errors
     /// A corruption error when a page cannot be read.
     pub fn stats(&self) -> Result<Stats> {
-        let snapshot = self.inner.state().latest.clone();
-        crate::stats::stats(&snapshot, self.inner.storage.len())
+        let (snapshot, oldest) = {
+            let state = self.inner.state();
+            let oldest = state
+                .readers
+                .iter()
+                .next()
+                .map(|(&txid, &(_, since))| (txid, since));
+            (state.latest.clone(), oldest)
+        };
+        let mut stats = crate::stats::stats(&snapshot, self.inner.storage.len())?;
+        if let Some((txid, since)) = oldest {
+            stats.oldest_reader_txid = Some(txid);
+            stats.oldest_reader_age = Some(since.elapsed());
+            // Pages freed after the oldest snapshot: they wait for it to end. (Unknown
+            // while a write transaction holds the writer state.)
+            if let Ok(guard) = self.inner.writer.try_lock()
+                && let Some(ws) = guard.as_ref()
+            {
+                stats.pages_pinned_by_readers = ws
+                    .freelist
+                    .pending
+                    .iter()
+                    .filter(|&&(_, freed_by)| freed_by > txid)
+                    .count() as u64;
+            }
+        }
+        Ok(stats)
     }
 
     /// What this handle has written since the database was opened.

@@ -23,7 +23,11 @@ impl ReadTxn {
         let snapshot = {
             let mut state = inner.state();
             let snapshot = state.latest.clone();
-            *state.readers.entry(snapshot.txid()).or_insert(0) += 1;
+            state
+                .readers
+                .entry(snapshot.txid())
+                .or_insert((0, std::time::Instant::now()))
+                .0 += 1;
             snapshot
         };
         ReadTxn { inner, snapshot }
@@ -64,7 +68,7 @@ impl Drop for ReadTxn {
     fn drop(&mut self) {
         let mut state = self.inner.state();
         let txid = self.snapshot.txid();
-        if let Some(n) = state.readers.get_mut(&txid) {
+        if let Some((n, _)) = state.readers.get_mut(&txid) {
             *n -= 1;
             if *n == 0 {
                 state.readers.remove(&txid);

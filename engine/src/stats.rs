@@ -29,6 +29,11 @@ pub struct Stats {
     pub free_pages: u64,
     /// Bytes used in branch and leaf pages divided by their total size.
     pub fill_factor: f64,
+    /// The commit the oldest live read transaction sees, and for how long it has.
+    pub oldest_reader_txid: Option<u64>,
+    pub oldest_reader_age: Option<std::time::Duration>,
+    /// Freed pages that cannot be reused until that reader ends.
+    pub pages_pinned_by_readers: u64,
 }
 
 struct Walk<'a> {

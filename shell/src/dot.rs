@@ -188,6 +188,17 @@ fn stats(shell: &mut Shell) -> Result<String, String> {
         ("freelist pages", s.freelist_pages.to_string()),
         ("free pages", s.free_pages.to_string()),
         ("fill factor", format!("{:.3}", s.fill_factor)),
+        (
+            "oldest reader",
+            match (s.oldest_reader_txid, s.oldest_reader_age) {
+                (Some(txid), Some(age)) => format!("commit {txid}, for {:.1} s", age.as_secs_f64()),
+                _ => "none".into(),
+            },
+        ),
+        (
+            "pages pinned by readers",
+            s.pages_pinned_by_readers.to_string(),
+        ),
     ];
     let rows = rows
         .iter()

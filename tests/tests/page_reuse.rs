@@ -95,3 +95,30 @@ fn a_long_reader_pins_its_pages_and_reuse_resumes_after_it() -> Result<(), Error
     );
     Ok(())
 }
+
+#[test]
+fn stats_name_the_oldest_reader_and_the_pages_it_pins() -> Result<(), Error> {
+    let db = Checked(Database::in_memory()?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    churn(&db, 0)?;
+    assert_eq!(db.stats()?.oldest_reader_txid, None);
+    let reader = db.begin_read()?;
+    for round in 1..10 {
+        churn(&db, round)?;
+    }
+    let s = db.stats()?;
+    assert_eq!(s.oldest_reader_txid, Some(reader.txid()));
+    assert!(s.oldest_reader_age.is_some());
+    assert!(
+        s.pages_pinned_by_readers > 10,
+        "{}",
+        s.pages_pinned_by_readers
+    );
+    drop(reader);
+    churn(&db, 10)?;
+    let s = db.stats()?;
+    assert_eq!((s.oldest_reader_txid, s.pages_pinned_by_readers), (None, 0));
+    Ok(())
+}
