@@ -6,6 +6,7 @@
 mod bench;
 mod cli;
 mod dot;
+mod info;
 mod render;
 mod repl;
 mod shell;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
     let tool: Option<Tool> = match args.first().map(String::as_str) {
         Some("bench") => Some(bench::main),
         Some("gen") => Some(workload::main),
+        Some("info") => Some(info::main),
         _ => None,
     };
     if let Some(tool) = tool {

@@ -178,3 +178,40 @@ fn read_only_opening_refuses_writes_and_serves_reads() {
     assert_eq!(text(&o.stdout), "k\tv\n");
     assert!(text(&o.stderr).contains("read-only"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn info_shows_the_header_and_both_slots_without_opening() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("info.cairn");
+    assert!(cairn(&[path(&db), "-c", "PUT 1 2"], b"").status.success());
+    let o = cairn(&["info", path(&db)], b"");
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        out.contains("format version  1") && out.contains("page size       4096"),
+        "{out}"
+    );
+    // A clean close seals: both slots hold the same commit, and one records it as durable.
+    let commits: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("slot "))
+        .filter_map(|l| l.split(" (").next()?.split("commit ").nth(1))
+        .collect();
+    assert_eq!(commits.len(), 2, "{out}");
+    assert_eq!(commits[0], commits[1], "{out}");
+    assert!(
+        out.contains(&format!("durable as of commit {})", commits[0])),
+        "{out}"
+    );
+    // A damaged slot is reported as such.
+    let mut bytes = std::fs::read(&db).unwrap_or_default();
+    bytes[512] ^= 1;
+    std::fs::write(&db, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let out = text(&cairn(&["info", path(&db)], b"").stdout);
+    assert!(
+        out.contains("slot 0          empty, torn or damaged"),
+        "{out}"
+    );
+    let o = cairn(&["info", "/dev/null"], b"");
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -1,0 +1,79 @@
+//! What the header and the two commit slots of a file say, read without opening the
+//! database (no lock, no recovery): for `cairn info` and for diagnosing damaged files.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::format::header::HeaderError;
+use crate::format::{HEADER_LEN, Header, SLOT_LEN, SLOT_OFFSET, Slot};
+
+/// One commit slot as found in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotInfo {
+    /// The slot's checksum holds.
+    Valid {
+        txid: u64,
+        durable_txid: u64,
+        page_count: u64,
+        catalog_page: u64,
+        freelist_page: u64,
+        freelist_len: u64,
+    },
+    /// Never written, torn or damaged.
+    Invalid,
+}
+
+/// The header and slots of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileInfo {
+    pub len: u64,
+    pub format_version: u32,
+    pub page_size: u32,
+    pub slots: [SlotInfo; 2],
+}
+
+/// Reads the header and both slots of the file at `path`.
+///
+/// # Errors
+/// [`Error::NotADatabase`] or [`Error::Corruption`] for an unreadable header, and I/O errors.
+pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
+    let file = File::open(path.as_ref())?;
+    if !file.metadata()?.is_file() {
+        return Err(Error::NotAFile {
+            path: path.as_ref().to_path_buf(),
+        });
+    }
+    let len = file.metadata()?.len();
+    let mut b = [0u8; HEADER_LEN];
+    let n = file.read_at(&mut b, 0)?;
+    let header = match Header::decode(&b[..n]) {
+        Ok(h) => h,
+        Err(HeaderError::NotCairn) => return Err(Error::NotADatabase),
+        Err(HeaderError::Damaged) => return Err(Error::corrupt(0, "file header damaged")),
+    };
+    let mut slots = [SlotInfo::Invalid, SlotInfo::Invalid];
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let mut raw = [0u8; SLOT_LEN];
+        let at = i as u64 * u64::from(header.page_size) + SLOT_OFFSET as u64;
+        if file.read_at(&mut raw, at).is_ok_and(|n| n == SLOT_LEN)
+            && let Some(s) = Slot::decode(&raw)
+        {
+            *slot = SlotInfo::Valid {
+                txid: s.txid,
+                durable_txid: s.durable_txid,
+                page_count: s.page_count,
+                catalog_page: s.catalog.page,
+                freelist_page: s.freelist_page,
+                freelist_len: s.freelist_len,
+            };
+        }
+    }
+    Ok(FileInfo {
+        len,
+        format_version: header.version,
+        page_size: header.page_size,
+        slots,
+    })
+}

@@ -1,0 +1,37 @@
+//! `cairn info FILE`: the header and both commit slots, without opening the database.
+
+use anyhow::{Context, bail};
+use cairn_engine::SlotInfo;
+
+/// Runs `cairn info` with `args` (after `info`).
+///
+/// # Errors
+/// Bad arguments, or a file whose header cannot be read.
+pub fn main(args: &[String]) -> anyhow::Result<()> {
+    let [file] = args else {
+        bail!("usage: cairn info FILE");
+    };
+    let info = cairn_engine::inspect(file).with_context(|| format!("cannot read {file}"))?;
+    println!("file            {file} ({} bytes)", info.len);
+    println!("format version  {}", info.format_version);
+    println!("page size       {}", info.page_size);
+    for (i, slot) in info.slots.iter().enumerate() {
+        match slot {
+            SlotInfo::Valid {
+                txid,
+                durable_txid,
+                page_count,
+                catalog_page,
+                freelist_page,
+                freelist_len,
+            } => println!(
+                "slot {i}          commit {txid} (durable as of commit {durable_txid}), {page_count} pages, \
+                 catalog root page {catalog_page}, freelist page {freelist_page} ({freelist_len} bytes)"
+            ),
+            SlotInfo::Invalid => {
+                println!("slot {i}          empty, torn or damaged (checksum mismatch)")
+            }
+        }
+    }
+    Ok(())
+}
