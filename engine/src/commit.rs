@@ -133,7 +133,15 @@ impl WriteTxn {
         }
         out.extend(self.dirty.overflow.drain());
 
-        // 2. The freelist: the old run is freed, the new run allocated, then encoded.
+        // 2. Free pages at the end of the file that nobody can see any more leave the file
+        //    (the file itself is cut only after a durable commit, below).
+        while self.freelist.page_count > crate::pager::FIRST_DATA_PAGE
+            && self.freelist.free.remove(&(self.freelist.page_count - 1))
+        {
+            self.freelist.page_count -= 1;
+        }
+
+        // 3. The freelist: the old run is freed, the new run allocated, then encoded.
         let (old_page, old_len) = original.freelist_run;
         if old_page != 0 {
             for page in old_page..old_page.saturating_add(old_len.div_ceil(p)) {
@@ -150,7 +158,7 @@ impl WriteTxn {
         let freelist_bytes = encoded.len() as u64;
         out.push((freelist_page, encoded.into_boxed_slice()));
 
-        // 3. Grow the file first. A commit that will be durable makes the growth durable
+        // 4. Grow the file first. A commit that will be durable makes the growth durable
         //    before its slot can point into it; an Eventual commit's growth becomes durable
         //    with the next sync (until then recovery rejects a slot past the end).
         let page_count = self.freelist.page_count;
@@ -175,7 +183,7 @@ impl WriteTxn {
             ws.synced_len = storage.len();
         }
 
-        // 4. Every new page, adjacent pages coalesced into one write.
+        // 5. Every new page, adjacent pages coalesced into one write.
         out.sort_unstable_by_key(|(id, _)| *id);
         let verified = if page_count > self.base.verified.capacity() {
             Arc::new(self.base.verified.grown(page_count))
@@ -211,7 +219,7 @@ impl WriteTxn {
             i = j;
         }
 
-        // 5. The slot, in the slot not holding the last durable commit; then the sync.
+        // 6. The slot, in the slot not holding the last durable commit; then the sync.
         let slot_index = 1 - original.durable_slot;
         let slot = Slot {
             txid,
@@ -228,9 +236,17 @@ impl WriteTxn {
             ws.synced_len = storage.len();
             ws.durable_txid = txid;
             ws.durable_slot = slot_index;
+            // Now that no recovery path needs pages past `page_count` (the other slot's
+            // commit is older than this durable one and is never chosen over it), give a
+            // long tail of unused space back, keeping one growth step.
+            let keep = (page_count + MIN_GROWTH_PAGES) * p;
+            if storage.len() > keep + storage.len() / 8 {
+                storage.resize(keep)?;
+                ws.synced_len = ws.synced_len.min(keep);
+            }
         }
 
-        // 6. Publish to new readers.
+        // 7. Publish to new readers.
         let snapshot = Snapshot {
             slot,
             page_size,

@@ -5,6 +5,7 @@
 
 mod bench;
 mod cli;
+mod compact;
 mod dot;
 mod info;
 mod render;
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
         Some("bench") => Some(bench::main),
         Some("gen") => Some(workload::main),
         Some("info") => Some(info::main),
+        Some("compact") => Some(compact::main),
         _ => None,
     };
     if let Some(tool) = tool {

@@ -215,3 +215,43 @@ fn info_shows_the_header_and_both_slots_without_opening() {
     let o = cairn(&["info", "/dev/null"], b"");
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn compact_writes_a_smaller_equal_copy() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (src, dst) = (dir.path().join("src.cairn"), dir.path().join("dst.cairn"));
+    let mut script = String::from("BEGIN\n");
+    for i in 0..20_000 {
+        script.push_str(&format!(
+            "PUT {} '{}'\n",
+            (i * 7919) % 20_000,
+            "v".repeat(60)
+        ));
+    }
+    script.push_str("COMMIT\nBEGIN\n");
+    for i in 0..20_000 {
+        if i % 4 != 0 {
+            script.push_str(&format!("DELETE {i}\n"));
+        }
+    }
+    script.push_str("COMMIT\n");
+    assert!(cairn(&[path(&src)], script.as_bytes()).status.success());
+    let o = cairn(&["compact", path(&src), path(&dst)], b"");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("(5000 entries)"),
+        "{}",
+        text(&o.stdout)
+    );
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    assert!(size(&dst) < size(&src), "{} -> {}", size(&src), size(&dst));
+    let dump = |p: &Path| text(&cairn(&[path(p), "-readonly", "-c", ".dump"], b"").stdout);
+    assert_eq!(dump(&src), dump(&dst));
+    assert_eq!(
+        cairn(&["compact", path(&src), path(&dst)], b"")
+            .status
+            .code(),
+        Some(2),
+        "never overwrites"
+    );
+}

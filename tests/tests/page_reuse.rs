@@ -122,3 +122,42 @@ fn stats_name_the_oldest_reader_and_the_pages_it_pins() -> Result<(), Error> {
     assert_eq!((s.oldest_reader_txid, s.pages_pinned_by_readers), (None, 0));
     Ok(())
 }
+
+#[test]
+fn deleting_most_of_a_database_makes_its_file_smaller() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("shrink.cairn");
+    let db = Checked(Database::create(&path)?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    for i in 0u32..50_000 {
+        t.insert(&i.to_be_bytes(), &[7; 100])?;
+    }
+    w.commit()?;
+    let full = file_size(&path);
+    // Delete the newest 90% of the keys, then go on working a little.
+    for chunk in (5_000u32..50_000).collect::<Vec<_>>().chunks(5_000) {
+        let mut w = db.begin_write()?;
+        let mut t = w.open_table("t")?;
+        for i in chunk {
+            t.remove(&i.to_be_bytes())?;
+        }
+        w.commit()?;
+    }
+    for i in 0u32..20 {
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(&i.to_be_bytes(), &[8; 100])?;
+        w.commit()?;
+    }
+    let small = file_size(&path);
+    assert!(
+        small * 3 < full,
+        "the file shrank from {full} to {small} bytes"
+    );
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 5_000);
+    drop(db);
+    let reopened = Checked(Database::open(&path)?);
+    assert_eq!(reopened.begin_read()?.open_table("t")?.len(), 5_000);
+    Ok(())
+}
