@@ -91,6 +91,14 @@ pub enum Error {
     /// A table name that is empty or longer than the key limit.
     #[error("invalid table name {0:?}: {1}")]
     InvalidTableName(String, &'static str),
+    /// A page number past the end of the database (or in its header), asked for by a caller.
+    #[error("no page {page}: the database has pages 2 to {}", .pages.saturating_sub(1))]
+    NoSuchPage {
+        /// The page asked for.
+        page: u64,
+        /// How many pages the database has.
+        pages: u64,
+    },
     /// A write was attempted on a database opened read-only.
     #[error("the database is open read-only")]
     ReadOnly,

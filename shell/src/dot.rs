@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use cairn_engine::ReadTxn;
-use cairn_query::{DEFAULT_TABLE, Literal, Outcome, Statement};
+use cairn_query::{DEFAULT_TABLE, Literal, Outcome, Statement, display_bytes};
 
 use crate::render::{Cell, Mode, RowWriter};
 use crate::shell::{Flow, Shell};
@@ -19,15 +19,17 @@ pub const HELP: &str = "\
 .help                 show this list
 .mode MODE            output mode: table, plain, csv, json or line
 .open FILE            close this database and open FILE (created if missing)
+.page N               page N decoded: its kind, the commit that wrote it, its entries
+.pages                every page: its kind, the tree it belongs to, items and fill
 .read FILE            run the statements and commands in FILE
 .stats                statistics of the database file
 .tables               list the tables with their entry counts
 .timer on|off         print real, user and system time after each statement";
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 14] = [
+pub const COMMANDS: [&str; 16] = [
     ".backup", ".check", ".dump", ".exit", ".headers", ".help", ".mode", ".open", ".quit", ".read",
-    ".stats", ".tables", ".timer", ".compact",
+    ".stats", ".tables", ".timer", ".compact", ".pages", ".page",
 ];
 
 fn on_off(arg: Option<&str>) -> Option<bool> {
@@ -95,6 +97,13 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         }
         ".stats" => arity(0..=0, ".stats").and_then(|()| stats(shell).map_err(|e| e.to_string())),
         ".check" => arity(0..=0, ".check").and_then(|()| check(shell)),
+        ".pages" => arity(0..=0, ".pages").and_then(|()| pages(shell)),
+        ".page" => arity(1..=1, ".page N").and_then(|()| {
+            let n = args[0]
+                .parse()
+                .map_err(|_| format!("usage: .page N (a page number, not {:?})", args[0]))?;
+            page(shell, n)
+        }),
         ".dump" => arity(0..=1, ".dump [TABLE]")
             .and_then(|()| dump(shell, args.first().copied()).map_err(|e| e.to_string())),
         ".backup" => arity(1..=1, ".backup FILE").and_then(|()| {
@@ -146,11 +155,11 @@ fn tables(shell: &mut Shell) -> Result<String, String> {
     print_rows(shell, &["table", "entries"], rows)
 }
 
-/// Prints two-column rows in the current mode.
-fn print_rows(
+/// Prints rows in the current mode.
+fn print_rows<const N: usize>(
     shell: &mut Shell,
     columns: &'static [&'static str],
-    rows: Vec<[Cell<'_>; 2]>,
+    rows: Vec<[Cell<'_>; N]>,
 ) -> Result<String, String> {
     let print = |shell: &mut Shell| -> io::Result<()> {
         let mut w = RowWriter::new(
@@ -210,6 +219,70 @@ fn stats(shell: &mut Shell) -> Result<String, String> {
         })
         .collect();
     print_rows(shell, &["statistic", "value"], rows)
+}
+
+fn pages(shell: &mut Shell) -> Result<String, String> {
+    let pages = shell
+        .session
+        .database()
+        .pages()
+        .map_err(|e| e.to_string())?;
+    let rows = pages
+        .iter()
+        .map(|p| {
+            [
+                Cell::Number(p.page),
+                Cell::Text(p.kind.into()),
+                Cell::Text(p.owner.as_str().into()),
+                Cell::Number(p.items),
+                Cell::Text(format!("{:.0}%", p.fill * 100.0).into()),
+            ]
+        })
+        .collect();
+    print_rows(shell, &["page", "kind", "tree", "items", "fill"], rows)
+}
+
+fn page(shell: &mut Shell, n: u64) -> Result<String, String> {
+    let dump = shell
+        .session
+        .database()
+        .page(n)
+        .map_err(|e| e.to_string())?;
+    writeln!(
+        shell.out,
+        "page {}: {}, written by commit {}",
+        dump.page, dump.kind, dump.txid
+    )
+    .map_err(|e| e.to_string())?;
+    let rows = dump
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| match e {
+            cairn_engine::PageEntry::Leaf {
+                key,
+                value,
+                overflow,
+            } => [
+                Cell::Number(i as u64),
+                Cell::Text(display_bytes(key).into_owned().into()),
+                Cell::Text(match (value, overflow) {
+                    (Some(v), _) => display_bytes(v).into_owned().into(),
+                    (None, Some(p)) => format!("(overflow run at page {p})").into(),
+                    (None, None) => "".into(),
+                }),
+            ],
+            cairn_engine::PageEntry::Branch { key, child } => [
+                Cell::Number(i as u64),
+                Cell::Text(key.as_deref().map_or_else(
+                    || "(leftmost)".into(),
+                    |k| display_bytes(k).into_owned().into(),
+                )),
+                Cell::Text(format!("child page {child}").into()),
+            ],
+        })
+        .collect();
+    print_rows(shell, &["entry", "key", "value"], rows)
 }
 
 fn check(shell: &mut Shell) -> Result<String, String> {
