@@ -9,14 +9,26 @@ use cairn_engine::storage::MemoryStorage;
 use cairn_engine::{Database, Durability};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "corpus/open".into()));
+    let dir = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "corpus/open".into()),
+    );
     std::fs::create_dir_all(&dir)?;
-    for (i, (tables, big, churn, seal)) in [(1, false, false, true), (2, true, true, true), (1, true, true, false), (3, false, true, false)]
-        .into_iter()
-        .enumerate()
+    for (i, (tables, big, churn, seal)) in [
+        (1, false, false, true),
+        (2, true, true, true),
+        (1, true, true, false),
+        (3, false, true, false),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let storage = Arc::new(MemoryStorage::new()?);
-        let db = Database::builder().page_size(1024).durability(Durability::Eventual).with_storage(storage.clone(), true, None)?;
+        let db = Database::builder()
+            .page_size(1024)
+            .durability(Durability::Eventual)
+            .with_storage(storage.clone(), true, None)?;
         for round in 0..if churn { 3 } else { 1 } {
             let mut w = db.begin_write()?;
             for t in 0..tables {
@@ -43,7 +55,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             storage.to_vec()
         };
         // Only the pages in use: the reserved tail is zeros.
-        let used = image.iter().rposition(|&b| b != 0).map_or(0, |n| n + 1).next_multiple_of(1024);
+        let used = image
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(0, |n| n + 1)
+            .next_multiple_of(1024);
         std::fs::write(dir.join(format!("seed-{i}")), &image[..used])?;
     }
     Ok(())

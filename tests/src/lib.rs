@@ -1,5 +1,7 @@
 //! Helpers shared by Cairn's integration tests (the tests themselves are in `tests/`).
 
+pub mod fuzz;
+
 use std::ops::Deref;
 
 use cairn_engine::Database;

@@ -1,0 +1,169 @@
+//! The properties the fuzz targets check, as plain functions: `fuzz/` runs them under
+//! libFuzzer, and `tests/tests/fuzz_corpus.rs` replays the committed corpora in CI.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cairn_engine::storage::{FaultyStorage, MemoryStorage};
+use cairn_engine::{Database, Durability};
+use cairn_query::{Outcome, Session, Statement, parse_bytes, parse_script};
+
+/// Any bytes through the parser: errors inside the input, and every statement prints back
+/// to source that parses to the same statement.
+pub fn parse(data: &[u8]) {
+    let script = parse_bytes(data);
+    for e in &script.errors {
+        assert!(e.offset <= data.len());
+    }
+    for s in &script.statements {
+        assert!(s.span.start <= s.span.end && s.span.end <= data.len());
+        let printed = s.statement.to_string();
+        let again = parse_script(&printed);
+        assert!(again.errors.is_empty(), "{printed:?}: {:?}", again.errors);
+        assert_eq!(again.statements.len(), 1);
+        assert_eq!(again.statements[0].statement, s.statement);
+    }
+}
+
+/// Any bytes as a script on an in-memory database: on the default table, PUT/DELETE/GET
+/// with BEGIN/COMMIT/ROLLBACK agree with a model; the file stays consistent.
+pub fn script(data: &[u8]) {
+    let Ok(db) = Database::in_memory() else {
+        return;
+    };
+    let Ok(mut session) = Session::new(db.clone()) else {
+        return;
+    };
+    let script = parse_bytes(data);
+    let modelled = !script.statements.iter().any(|s| {
+        matches!(
+            s.statement,
+            Statement::Use { .. } | Statement::CreateTable { .. } | Statement::DropTable { .. }
+        )
+    });
+    let mut committed: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut working: Option<BTreeMap<Vec<u8>, Vec<u8>>> = None;
+    for s in &script.statements {
+        let result = session.execute(&s.statement);
+        if !modelled {
+            continue;
+        }
+        let view = working.as_mut().unwrap_or(&mut committed);
+        match (&s.statement, result) {
+            (Statement::Put { key, value }, Ok(_)) => {
+                view.insert(key.bytes().to_vec(), value.bytes().to_vec());
+            }
+            (Statement::Delete { key }, Ok(out)) => {
+                let existed = view.remove(&key.bytes()[..]).is_some();
+                assert_eq!(out.outcome, Outcome::Delete { existed });
+            }
+            (Statement::Get { key }, Ok(out)) => {
+                let want: Vec<_> = view
+                    .get(&key.bytes()[..])
+                    .map(|v| (key.bytes().to_vec(), v.clone()))
+                    .into_iter()
+                    .collect();
+                assert_eq!(out.rows, want);
+            }
+            (Statement::Begin, Ok(_)) => working = Some(committed.clone()),
+            (Statement::Commit, Ok(_)) => committed = working.take().unwrap_or_default(),
+            (Statement::Rollback, Ok(_)) => working = None,
+            _ => {}
+        }
+    }
+    let _ = session.close();
+    if let Ok(report) = db.check() {
+        assert!(report.is_ok(), "{:?}", report.problems);
+    }
+}
+
+/// Any bytes as a database file: opening, listing, scanning both ways, reading and checking
+/// return errors or data, never a panic or a hang.
+pub fn open(data: &[u8]) {
+    let Ok(storage) = MemoryStorage::from_bytes(data) else {
+        return;
+    };
+    let Ok(db) = Database::builder()
+        .read_only(true)
+        .with_storage(Arc::new(storage), false, None)
+    else {
+        return;
+    };
+    let _ = db.check();
+    let _ = db.stats();
+    let Ok(r) = db.begin_read() else { return };
+    let Ok(tables) = r.list_tables() else { return };
+    for info in tables {
+        let Ok(t) = r.open_table(&info.name) else {
+            continue;
+        };
+        if let Ok(rows) = t.iter() {
+            for row in rows.take(100_000) {
+                if row.is_err() {
+                    break;
+                }
+            }
+        }
+        if let Ok(rows) = t.iter() {
+            let _ = rows.rev().take(1000).count();
+        }
+        let _ = t.get(b"k");
+    }
+}
+
+/// Random transactions with an I/O failure at the k-th storage call (once, or from then
+/// on), then a power cut: the file reopens and passes the integrity check.
+pub fn io_failures(data: &[u8]) {
+    let [k, mode, seed, ops @ ..] = data else {
+        return;
+    };
+    let Ok(storage) = FaultyStorage::new(u64::from(*seed)) else {
+        return;
+    };
+    let Ok(db) = Database::builder()
+        .page_size(1024)
+        .with_storage(storage.clone(), true, None)
+    else {
+        return;
+    };
+    let at = storage.operations() + u64::from(*k);
+    if mode % 2 == 0 {
+        storage.fail_at(at);
+    } else {
+        storage.die_after(at);
+    }
+    for chunk in ops.chunks(3) {
+        let Ok(mut w) = db.begin_write() else { return };
+        w.set_durability(if chunk[0] % 2 == 0 {
+            Durability::Immediate
+        } else {
+            Durability::Eventual
+        });
+        let _ = w.create_table("t");
+        if let Ok(mut t) = w.open_table("t") {
+            let key = [chunk[0] % 64];
+            let len = usize::from(chunk.get(1).copied().unwrap_or(0)) * 20;
+            let _ = if chunk.get(2).is_some_and(|b| b % 4 == 0) {
+                t.remove(&key).map(|_| ())
+            } else {
+                t.insert(&key, &vec![1; len]).map(|_| ())
+            };
+        }
+        let _ = w.commit();
+        if chunk[0] % 7 == 0 {
+            let _ = db.sync();
+        }
+    }
+    let image = storage.power_cut();
+    drop(db);
+    let Ok(mem) = MemoryStorage::from_bytes(&image) else {
+        return;
+    };
+    let db = Database::builder()
+        .with_storage(Arc::new(mem), false, None)
+        .unwrap_or_else(|e| panic!("a power cut left an unopenable file: {e}"));
+    let report = db
+        .check()
+        .unwrap_or_else(|e| panic!("check failed to run: {e}"));
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
