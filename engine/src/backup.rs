@@ -14,15 +14,15 @@ const BATCH: usize = 10_000;
 
 impl Database {
     /// Writes a consistent copy of the newest commit to a new database at `path` (which
-    /// must not exist, or be empty), with the same page size; returns the number of
-    /// entries copied. Readers and the writer of this database go on meanwhile.
+    /// must not exist), with the same page size; returns the number of entries copied.
+    /// Readers and the writer of this database go on meanwhile.
     ///
     /// # Errors
-    /// An I/O error (`AlreadyExists` when `path` holds data), or corruption found while
+    /// An I/O error (`AlreadyExists` when `path` exists), or corruption found while
     /// reading. A failed backup may leave a partial file at `path`.
     pub fn backup(&self, path: impl AsRef<Path>) -> Result<u64> {
         let path = path.as_ref();
-        if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+        if std::fs::symlink_metadata(path).is_ok() {
             return Err(Error::Io(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
                 format!("{} already exists", path.display()),

@@ -26,6 +26,10 @@ pub const HELP: &str = "\
 .tables               list the tables with their entry counts
 .timer on|off         print real, user and system time after each statement";
 
+/// How deep `.read` may nest: a script that reads itself stops here instead of
+/// exhausting the stack.
+const MAX_READ_DEPTH: usize = 16;
+
 /// The dot-commands, for completion.
 pub const COMMANDS: [&str; 16] = [
     ".backup", ".check", ".dump", ".exit", ".headers", ".help", ".mode", ".open", ".quit", ".read",
@@ -61,8 +65,20 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             fail(shell, "usage: .read FILE".into())?;
             return Ok(Flow::Continue);
         };
+        if shell.reading >= MAX_READ_DEPTH {
+            fail(
+                shell,
+                format!(".read nested more than {MAX_READ_DEPTH} deep (a script reading itself?)"),
+            )?;
+            return Ok(Flow::Quit);
+        }
         return match std::fs::read(file) {
-            Ok(src) => shell.run_script(file, &src),
+            Ok(src) => {
+                shell.reading += 1;
+                let flow = shell.run_script(file, &src);
+                shell.reading -= 1;
+                flow
+            }
             Err(e) => fail(shell, format!("cannot read {file}: {e}")).map(|()| Flow::Continue),
         };
     }

@@ -39,6 +39,8 @@ pub struct Shell {
     pub out: BufWriter<Stdout>,
     /// Whether any statement or command has failed.
     pub failed: bool,
+    /// How many `.read` commands are running inside each other.
+    pub reading: usize,
 }
 
 /// Opens `file` (created if missing unless read-only), or a database in memory.
@@ -109,6 +111,7 @@ impl Shell {
             settings,
             out: BufWriter::new(io::stdout()),
             failed: false,
+            reading: 0,
         }
     }
 

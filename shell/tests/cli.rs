@@ -255,3 +255,16 @@ fn compact_writes_a_smaller_equal_copy() {
         "never overwrites"
     );
 }
+
+/// Regression: a script that `.read` itself recursed until the stack overflowed.
+#[test]
+fn a_script_reading_itself_stops_with_an_error() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let script = dir.path().join("self.cq");
+    std::fs::write(&script, format!("PUT 'k' 'v'\n.read {}\n", path(&script)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&["-f", path(&script)], b"");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("nested more than 16 deep"), "{err}");
+}

@@ -346,6 +346,12 @@ fn backup_copies_one_snapshot_while_a_writer_goes_on() -> Result<(), Error> {
         matches!(db.backup(&copy_path), Err(Error::Io(_))),
         "never overwrites"
     );
+    let empty = dir.path().join("empty.cairn");
+    std::fs::write(&empty, b"")?;
+    match db.backup(&empty) {
+        Err(Error::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists),
+        other => panic!("an existing empty file is not a backup target: {other:?}"),
+    }
     Ok(())
 }
 
