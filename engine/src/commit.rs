@@ -75,7 +75,8 @@ fn finalize(
 
 impl WriteTxn {
     fn has_changes(&self) -> bool {
-        !self.dirty.nodes.is_empty()
+        self.compacting
+            || !self.dirty.nodes.is_empty()
             || !self.dirty.overflow.is_empty()
             || self.freelist.pending.len()
                 != self
@@ -239,8 +240,13 @@ impl WriteTxn {
             // Now that no recovery path needs pages past `page_count` (the other slot's
             // commit is older than this durable one and is never chosen over it), give a
             // long tail of unused space back, keeping one growth step.
-            let keep = (page_count + MIN_GROWTH_PAGES) * p;
-            if storage.len() > keep + storage.len() / 8 {
+            // (Compaction keeps nothing.)
+            let (keep, slack) = if self.compacting {
+                (page_count * p, 0)
+            } else {
+                ((page_count + MIN_GROWTH_PAGES) * p, storage.len() / 8)
+            };
+            if storage.len() > keep + slack {
                 storage.resize(keep)?;
                 ws.synced_len = ws.synced_len.min(keep);
             }

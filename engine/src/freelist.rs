@@ -46,12 +46,19 @@ impl FreeList {
         page
     }
 
-    /// `n` contiguous pages; returns the first.
-    pub fn alloc_run(&mut self, n: u64) -> u64 {
-        if n <= 1 {
-            return self.alloc();
-        }
-        let mut start = None;
+    /// How many pages the file would need if it were dense.
+    pub fn in_use(&self) -> u64 {
+        self.page_count
+            .saturating_sub(self.free.len() as u64 + self.pending.len() as u64)
+    }
+
+    /// The lowest page that may be overwritten now, or `u64::MAX`.
+    pub fn lowest_free(&self) -> u64 {
+        self.free.first().copied().unwrap_or(u64::MAX)
+    }
+
+    /// The first page of the lowest `n` contiguous free pages, if there are such.
+    pub fn find_run(&self, n: u64) -> Option<u64> {
         let (mut run_start, mut run_len, mut prev) = (0, 0, None);
         for &p in &self.free {
             if prev.is_some_and(|q: u64| q + 1 == p) {
@@ -61,12 +68,27 @@ impl FreeList {
                 run_len = 1;
             }
             prev = Some(p);
-            if run_len == n {
-                start = Some(run_start);
-                break;
+            if run_len >= n {
+                return Some(run_start);
             }
         }
-        let first = start.unwrap_or_else(|| {
+        None
+    }
+
+    /// `n` contiguous pages past the end of the file; returns the first.
+    pub fn alloc_at_end(&mut self, n: u64) -> u64 {
+        let first = self.page_count;
+        self.page_count += n;
+        self.fresh.extend(first..first + n);
+        first
+    }
+
+    /// `n` contiguous pages; returns the first.
+    pub fn alloc_run(&mut self, n: u64) -> u64 {
+        if n <= 1 {
+            return self.alloc();
+        }
+        let first = self.find_run(n).unwrap_or_else(|| {
             self.page_count += n;
             self.page_count - n
         });

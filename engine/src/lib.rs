@@ -25,6 +25,7 @@ mod backup;
 mod btree;
 mod check;
 mod commit;
+mod compact;
 mod db;
 mod error;
 mod format;
@@ -41,6 +42,7 @@ mod table;
 mod write_txn;
 
 pub use check::{CheckReport, Problem};
+pub use compact::CompactReport;
 pub use db::{Builder, Database, Durability, IoStats};
 pub use error::{Error, Result};
 pub use format::{MAX_PAGE_SIZE, MAX_VALUE_LEN, MIN_PAGE_SIZE, max_key_len};

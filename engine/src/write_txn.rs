@@ -33,6 +33,9 @@ pub struct WriteTxn {
     pub(crate) tables: HashMap<String, TableState>,
     pub(crate) txid: u64,
     pub(crate) durability: Durability,
+    /// Set by compaction: commit even without changes (so that freed pages at the end
+    /// leave the file), and cut the file to its last page.
+    pub(crate) compacting: bool,
 }
 
 impl WriteTxn {
@@ -60,6 +63,7 @@ impl WriteTxn {
             freelist,
             catalog: (catalog.page != 0).then_some(catalog),
             tables: HashMap::new(),
+            compacting: false,
         })
     }
 

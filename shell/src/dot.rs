@@ -13,6 +13,7 @@ use crate::shell::{Flow, Shell};
 pub const HELP: &str = "\
 .backup FILE          write a consistent copy of the database to FILE
 .check                check every page of the database; fails if it finds a problem
+.compact              move the data to the start of the file and give back the rest
 .dump [TABLE]         print a script that rebuilds the database (or one table)
 .exit, .quit          leave the shell
 .headers on|off       print column names, or not
@@ -137,7 +138,7 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
                 .map(|e| e.to_string())
                 .unwrap_or_default()
         }),
-        ".compact" => Err("not available yet: use .backup FILE, which writes a dense copy".into()),
+        ".compact" => arity(0..=0, ".compact").and_then(|()| compact(shell)),
         _ => Err(format!(
             "unknown command {command}: .help lists the commands"
         )),
@@ -299,6 +300,21 @@ fn page(shell: &mut Shell, n: u64) -> Result<String, String> {
         })
         .collect();
     print_rows(shell, &["entry", "key", "value"], rows)
+}
+
+fn compact(shell: &mut Shell) -> Result<String, String> {
+    if shell.session.in_transaction() {
+        return Err("cannot compact inside a transaction: COMMIT or ROLLBACK first".into());
+    }
+    let r = shell
+        .session
+        .database()
+        .compact()
+        .map_err(|e| format!("compaction failed: {e}"))?;
+    Ok(format!(
+        "compacted: {} -> {} bytes ({} pages moved, {} nodes merged, {} commits)",
+        r.bytes_before, r.bytes_after, r.pages_moved, r.nodes_merged, r.steps
+    ))
 }
 
 fn check(shell: &mut Shell) -> Result<String, String> {

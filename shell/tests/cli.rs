@@ -256,6 +256,65 @@ fn compact_writes_a_smaller_equal_copy() {
     );
 }
 
+#[test]
+fn compact_in_place_shrinks_the_file_and_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (db, copy) = (dir.path().join("db.cairn"), dir.path().join("copy.cairn"));
+    let mut script = String::from("BEGIN\n");
+    for i in 0..20_000 {
+        script.push_str(&format!("PUT {i} '{}'\n", "v".repeat(60)));
+    }
+    script.push_str("COMMIT\nBEGIN\n");
+    for i in 0..20_000 {
+        if i % 10 != 0 {
+            script.push_str(&format!("DELETE {i}\n"));
+        }
+    }
+    script.push_str("COMMIT\n");
+    assert!(cairn(&[path(&db)], script.as_bytes()).status.success());
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let dump = |p: &Path| text(&cairn(&[path(p), "-readonly", "-c", ".dump"], b"").stdout);
+    let before = (size(&db), dump(&db));
+    assert!(
+        cairn(&["compact", path(&db), path(&copy)], b"")
+            .status
+            .success()
+    );
+
+    // Inside a transaction the shell refuses (the transaction holds the writer).
+    let o = cairn(&[path(&db)], b"BEGIN\n.compact\nROLLBACK\n");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("cannot compact inside a transaction"));
+
+    let o = cairn(&[path(&db), "-c", ".compact"], b"");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("compacted: "),
+        "{}",
+        text(&o.stdout)
+    );
+    let after = size(&db);
+    assert!(after * 2 < before.0, "{} -> {after}", before.0);
+    // About as small as a fresh copy, and equal to it.
+    assert!(
+        after <= size(&copy) * 5 / 4,
+        "{after} vs a fresh copy's {}",
+        size(&copy)
+    );
+    assert_eq!(dump(&db), before.1);
+    let o = cairn(&[path(&db), "-c", ".check"], b"");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    // `cairn compact FILE` does the same from the command line; nothing is left to do.
+    let o = cairn(&["compact", path(&db)], b"");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("(0 pages moved"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
 /// Regression: a script that `.read` itself recursed until the stack overflowed.
 #[test]
 fn a_script_reading_itself_stops_with_an_error() {

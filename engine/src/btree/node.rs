@@ -181,6 +181,14 @@ impl<'a> LeafView<'a> {
 }
 
 impl BranchView<'_> {
+    /// The separator before child `i` (for `i` ≥ 1).
+    pub fn key(&self, i: usize) -> Result<&[u8]> {
+        match self {
+            BranchView::Page(p) => p.key(i - 1),
+            BranchView::Owned(n) => Ok(&n.entries[i - 1].0),
+        }
+    }
+
     /// The number of children.
     pub fn children(&self) -> usize {
         match self {
@@ -201,5 +209,30 @@ impl BranchView<'_> {
             BranchView::Page(p) => p.find_child(key),
             BranchView::Owned(n) => Ok(n.find_child(key)),
         }
+    }
+}
+
+impl NodeView<'_> {
+    /// The bytes the node takes in a page, header included.
+    pub fn size(&self) -> Result<usize> {
+        Ok(match self {
+            NodeView::Leaf(LeafView::Owned(n)) => n.size,
+            NodeView::Branch(BranchView::Owned(n)) => n.size,
+            NodeView::Leaf(l) => {
+                let mut size = LEAF_HEADER;
+                for i in 0..l.len() {
+                    let (k, v) = l.entry(i)?;
+                    size += leaf_entry_size(k.len(), &v);
+                }
+                size
+            }
+            NodeView::Branch(b) => {
+                let mut size = BRANCH_HEADER;
+                for i in 1..b.children() {
+                    size += branch_entry_size(b.key(i)?.len());
+                }
+                size
+            }
+        })
     }
 }

@@ -17,8 +17,17 @@ impl TreeWriter<'_> {
         let id = self.own(r)?;
         let old = self.remove_at(id, key, 0)?;
         *root = Some(ChildRef { page: id, crc: 0 });
-        // Shorten: an empty root leaf empties the tree; a root branch with one child
-        // hands the root to that child.
+        self.shorten(root);
+        let existed = old.is_some();
+        if let Some(old) = old {
+            self.free_value(&old)?;
+        }
+        Ok(existed)
+    }
+
+    /// Shortens the tree under an owned `root`: an empty root leaf empties the tree; a
+    /// root branch with one child hands the root to that child.
+    pub fn shorten(&mut self, root: &mut Option<ChildRef>) {
         while let Some(r) = *root {
             match self.dirty.nodes.get(&r.page) {
                 Some(Node::Leaf(l)) if l.entries.is_empty() => {
@@ -33,11 +42,6 @@ impl TreeWriter<'_> {
                 _ => break,
             }
         }
-        let existed = old.is_some();
-        if let Some(old) = old {
-            self.free_value(&old)?;
-        }
-        Ok(existed)
     }
 
     fn remove_at(&mut self, id: u64, key: &[u8], depth: usize) -> Result<Option<Value>> {
