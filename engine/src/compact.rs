@@ -291,7 +291,7 @@ impl Mover {
             if self.work < n as usize {
                 return Ok(None);
             }
-        } else if self.moves < n as usize || !w.alloc.find_run(n).is_some_and(|p| p < o.page) {
+        } else if self.moves < n as usize || w.alloc.find_run(n).is_none_or(|p| p >= o.page) {
             return Ok(None);
         }
         let mut run = w

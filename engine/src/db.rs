@@ -124,6 +124,16 @@ impl Builder {
         create: bool,
         path: Option<PathBuf>,
     ) -> Result<Database> {
+        self.build(storage, create, path, None)
+    }
+
+    fn build(
+        self,
+        storage: Arc<dyn Storage>,
+        create: bool,
+        path: Option<PathBuf>,
+        lock_file: Option<std::fs::File>,
+    ) -> Result<Database> {
         if create && storage.is_empty() && !self.read_only {
             self.check_page_size()?;
             recovery::initialise(storage.as_ref(), self.page_size)?;
@@ -141,6 +151,7 @@ impl Builder {
             path,
             page_size: opened.snapshot.page_size,
             read_only: self.read_only,
+            lock_file,
             durability: self.durability,
             state: Mutex::new(State {
                 latest: Arc::new(opened.snapshot),
@@ -186,11 +197,17 @@ impl Builder {
         if !self.read_only {
             crate::lock::lock_exclusive(&file, path, self.lock_timeout)?;
         }
+        let lock_file = file.try_clone()?;
         let storage = Arc::new(FileStorage::new(file)?);
         if (existed || !create) && storage.is_empty() {
             return Err(Error::EmptyFile);
         }
-        self.with_storage(storage, create && !existed, Some(path.to_path_buf()))
+        self.build(
+            storage,
+            create && !existed,
+            Some(path.to_path_buf()),
+            Some(lock_file),
+        )
     }
 }
 
@@ -223,6 +240,9 @@ pub(crate) struct Inner {
     pub path: Option<PathBuf>,
     pub page_size: usize,
     pub read_only: bool,
+    /// The database file again, for the byte-range locks between processes (`None` in
+    /// memory): a read-only process pins its snapshots there, the writer looks for pins.
+    pub lock_file: Option<std::fs::File>,
     pub durability: Durability,
     pub state: Mutex<State>,
     /// `None` while a write transaction holds the writer state.
@@ -380,7 +400,7 @@ impl Database {
     /// # Errors
     /// None today; the `Result` leaves room for limits on readers.
     pub fn begin_read(&self) -> Result<ReadTxn> {
-        Ok(ReadTxn::new(self.inner.clone()))
+        ReadTxn::new(self.inner.clone())
     }
 
     /// The write transaction: waits while another one is open in this process.
@@ -429,9 +449,21 @@ impl Database {
             (state.latest.clone(), oldest)
         };
         let mut stats = crate::stats::stats(&snapshot, self.inner.storage.len())?;
+        // A reader in another process pins its snapshot without saying since when.
+        let remote = match (self.inner.read_only, self.inner.lock_file.as_ref()) {
+            (false, Some(file)) => crate::lock::oldest_pinned(file, snapshot.txid())
+                .ok()
+                .flatten(),
+            _ => None,
+        };
+        let oldest = match (oldest, remote) {
+            (Some((txid, since)), Some(r)) if txid <= r => Some((txid, Some(since))),
+            (_, Some(r)) => Some((r, None)),
+            (local, None) => local.map(|(txid, since)| (txid, Some(since))),
+        };
         if let Some((txid, since)) = oldest {
             stats.oldest_reader_txid = Some(txid);
-            stats.oldest_reader_age = Some(since.elapsed());
+            stats.oldest_reader_age = since.map(|s| s.elapsed());
             // Pages freed after the oldest snapshot: they wait for it to end. (Unknown
             // while a write transaction holds the writer state.)
             if let Ok(guard) = self.inner.writer.try_lock()

@@ -52,10 +52,12 @@ pub enum Error {
         supported: u32,
     },
     /// Another process holds the file open for writing.
-    #[error("database {path} is locked by another process")]
+    #[error("database {} is locked by {}", path.display(), holder(*pid))]
     Locked {
         /// The locked file.
         path: PathBuf,
+        /// The process holding it, where the platform tells.
+        pid: Option<u32>,
     },
     /// The path names a directory, a device, a FIFO or a socket, not a file.
     #[error("{path} is not a regular file")]
@@ -119,5 +121,12 @@ impl Error {
             page,
             reason: reason.into(),
         }
+    }
+}
+
+fn holder(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("another process (pid {pid})"),
+        None => "another process".to_owned(),
     }
 }

@@ -28,6 +28,7 @@ mod commit;
 mod compact;
 mod db;
 mod error;
+mod follow;
 mod format;
 mod freelist;
 mod info;

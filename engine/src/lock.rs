@@ -1,17 +1,62 @@
-//! The exclusive lock that keeps a second process from opening a file for writing.
+//! Locks between processes, all advisory and all on the database file itself (no lock
+//! file beside it):
+//!
+//! - the writer's exclusive `flock` on the whole file keeps a second writer out;
+//! - the writer also holds a POSIX write lock on one byte far past any data, so that a
+//!   process refused by the `flock` can ask the kernel who holds the file;
+//! - a reader in another process holds a shared open-file-description lock on byte
+//!   `READERS + txid` for each snapshot it reads, and the writer asks the kernel for the
+//!   lowest such byte before reusing pages (docs/design.md#readers-in-other-processes).
+//!
+//! Byte-range locks need no data at their offsets: the ranges used lie far past the end of
+//! any database file.
 
 use std::fs::{File, TryLockError};
+use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use nix::fcntl::{FcntlArg, fcntl};
+use nix::libc;
+
 use crate::error::{Error, Result};
 
-/// Takes an exclusive advisory lock on `file`, retrying until `timeout` has passed.
+/// The byte the writer process write-locks, so that others can learn its process id.
+const WRITER_BYTE: i64 = 1 << 62;
+
+/// Where the reader locks start: snapshot `txid` is pinned by a shared lock on byte
+/// `READERS + txid`.
+const READERS: i64 = 1 << 61;
+
+fn range(kind: libc::c_int, start: i64, len: i64) -> libc::flock {
+    libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: start,
+        l_len: len,
+        l_pid: 0,
+    }
+}
+
+/// The reader byte of snapshot `txid` (ids past 2^61 share the last byte: conservative).
+fn reader_byte(txid: u64) -> i64 {
+    READERS.saturating_add(i64::try_from(txid).unwrap_or(i64::MAX))
+}
+
+/// Takes an exclusive advisory lock on `file`, retrying until `timeout` has passed; the
+/// error names the process holding the file, where the kernel tells.
 pub(crate) fn lock_exclusive(file: &File, path: &Path, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         match file.try_lock() {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                // Informational only: failing to set it costs the pid in others' errors.
+                let _ = fcntl(
+                    file,
+                    FcntlArg::F_SETLK(&range(libc::F_WRLCK, WRITER_BYTE, 1)),
+                );
+                return Ok(());
+            }
             Err(TryLockError::Error(e)) => return Err(Error::Io(e)),
             Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(10));
@@ -19,8 +64,83 @@ pub(crate) fn lock_exclusive(file: &File, path: &Path, timeout: Duration) -> Res
             Err(TryLockError::WouldBlock) => {
                 return Err(Error::Locked {
                     path: path.to_path_buf(),
+                    pid: writer_pid(file),
                 });
             }
         }
+    }
+}
+
+/// The process id of the writer holding `file`, if the kernel tells.
+fn writer_pid(file: &File) -> Option<u32> {
+    let mut probe = range(libc::F_WRLCK, WRITER_BYTE, 1);
+    fcntl(file, FcntlArg::F_GETLK(&mut probe)).ok()?;
+    (i32::from(probe.l_type) != libc::F_UNLCK)
+        .then(|| u32::try_from(probe.l_pid).ok())
+        .flatten()
+}
+
+/// Pins snapshot `txid` for the writer in another process to see.
+pub(crate) fn pin(file: &File, txid: u64) -> io::Result<()> {
+    fcntl(
+        file,
+        FcntlArg::F_OFD_SETLK(&range(libc::F_RDLCK, reader_byte(txid), 1)),
+    )?;
+    Ok(())
+}
+
+/// Unpins snapshot `txid` (all of this open file's pins of it: callers count).
+pub(crate) fn unpin(file: &File, txid: u64) -> io::Result<()> {
+    fcntl(
+        file,
+        FcntlArg::F_OFD_SETLK(&range(libc::F_UNLCK, reader_byte(txid), 1)),
+    )?;
+    Ok(())
+}
+
+/// The oldest snapshot below `below` that a reader in another process has pinned.
+pub(crate) fn oldest_pinned(file: &File, below: u64) -> io::Result<Option<u64>> {
+    let mut end = reader_byte(below);
+    let mut oldest = None;
+    // The kernel reports one conflicting lock in the range, not necessarily the lowest:
+    // narrow the range below each one found until none is left.
+    while end > READERS {
+        let mut probe = range(libc::F_WRLCK, READERS, end - READERS);
+        fcntl(file, FcntlArg::F_OFD_GETLK(&mut probe))?;
+        if i32::from(probe.l_type) == libc::F_UNLCK {
+            break;
+        }
+        let start = probe.l_start.max(READERS);
+        oldest = Some((start - READERS) as u64);
+        end = start;
+    }
+    Ok(oldest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_writer_sees_the_oldest_pin_of_another_open_file() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let writer = File::create(&path)?;
+        let (a, b) = (File::open(&path)?, File::open(&path)?);
+        assert_eq!(oldest_pinned(&writer, 100)?, None);
+        pin(&a, 40)?;
+        pin(&b, 7)?;
+        pin(&a, 90)?;
+        assert_eq!(oldest_pinned(&writer, 100)?, Some(7));
+        assert_eq!(
+            oldest_pinned(&writer, 7)?,
+            None,
+            "only pins below the bound"
+        );
+        unpin(&b, 7)?;
+        assert_eq!(oldest_pinned(&writer, 100)?, Some(40));
+        drop(a);
+        assert_eq!(oldest_pinned(&writer, 100)?, None, "closing drops the pins");
+        Ok(())
     }
 }

@@ -19,7 +19,11 @@ pub struct ReadTxn {
 }
 
 impl ReadTxn {
-    pub(crate) fn new(inner: Arc<Inner>) -> ReadTxn {
+    pub(crate) fn new(inner: Arc<Inner>) -> Result<ReadTxn> {
+        if let (true, Some(file)) = (inner.read_only, inner.lock_file.as_ref()) {
+            let snapshot = inner.follow(file)?;
+            return Ok(ReadTxn { inner, snapshot });
+        }
         let snapshot = {
             let mut state = inner.state();
             let snapshot = state.latest.clone();
@@ -30,7 +34,7 @@ impl ReadTxn {
                 .0 += 1;
             snapshot
         };
-        ReadTxn { inner, snapshot }
+        Ok(ReadTxn { inner, snapshot })
     }
 
     /// The id of the commit this transaction sees.
@@ -66,14 +70,7 @@ impl ReadTxn {
 
 impl Drop for ReadTxn {
     fn drop(&mut self) {
-        let mut state = self.inner.state();
-        let txid = self.snapshot.txid();
-        if let Some((n, _)) = state.readers.get_mut(&txid) {
-            *n -= 1;
-            if *n == 0 {
-                state.readers.remove(&txid);
-            }
-        }
+        self.inner.end_read(self.snapshot.txid());
     }
 }
 

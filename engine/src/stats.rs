@@ -29,7 +29,8 @@ pub struct Stats {
     pub free_pages: u64,
     /// Bytes used in branch and leaf pages divided by their total size.
     pub fill_factor: f64,
-    /// The commit the oldest live read transaction sees, and for how long it has.
+    /// The commit the oldest live read transaction sees, and for how long it has (unknown
+    /// for a reader in another process).
     pub oldest_reader_txid: Option<u64>,
     pub oldest_reader_age: Option<std::time::Duration>,
     /// Freed pages that cannot be reused until that reader ends.

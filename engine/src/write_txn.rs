@@ -48,8 +48,16 @@ impl WriteTxn {
                 state.readers.keys().next().copied().unwrap_or(u64::MAX),
             )
         };
-        // Pages freed by commit N are reusable once N is durable and no reader is older.
-        ws.freelist.release(ws.durable_txid.min(oldest_reader));
+        // Pages freed by commit N are reusable once N is durable and no reader is older,
+        // here or in another process (where a failed look reuses nothing).
+        let mut upto = ws.durable_txid.min(oldest_reader);
+        if let Some(file) = inner.lock_file.as_ref() {
+            upto = match crate::lock::oldest_pinned(file, upto) {
+                Ok(pinned) => pinned.map_or(upto, |p| p.min(upto)),
+                Err(_) => 0,
+            };
+        }
+        ws.freelist.release(upto);
         let mut freelist = ws.freelist.clone();
         freelist.fresh.clear();
         let catalog = base.slot.catalog;

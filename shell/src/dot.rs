@@ -218,7 +218,8 @@ fn stats(shell: &mut Shell) -> Result<String, String> {
             "oldest reader",
             match (s.oldest_reader_txid, s.oldest_reader_age) {
                 (Some(txid), Some(age)) => format!("commit {txid}, for {:.1} s", age.as_secs_f64()),
-                _ => "none".into(),
+                (Some(txid), None) => format!("commit {txid}, in another process"),
+                (None, _) => "none".into(),
             },
         ),
         (

@@ -133,7 +133,10 @@ fn a_file_open_for_writing_elsewhere_is_reported_locked() {
     let o = cairn_on(&db, &[]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("locked by another process"), "{err}");
+    assert!(
+        err.contains(&format!("locked by another process (pid {})", holder.id())),
+        "{err}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "the lock error arrives within the timeout"

@@ -170,7 +170,7 @@ fn a_second_writer_process_is_locked_out_and_readers_are_not() -> Result<(), Err
         .lock_timeout(Duration::from_millis(200))
         .open(&path)
     {
-        Err(Error::Locked { path: p }) => assert_eq!(p, path),
+        Err(Error::Locked { path: p, .. }) => assert_eq!(p, path),
         other => panic!("expected Locked, got {other:?}"),
     }
     let waited = start.elapsed();
@@ -397,5 +397,42 @@ fn a_durable_commit_costs_one_sync_and_eventual_commits_none() -> Result<(), Err
     );
     db.sync()?;
     assert_eq!(db.io_stats().syncs, before.syncs + 1);
+    Ok(())
+}
+
+#[test]
+fn a_read_only_handle_follows_commits_and_its_pins_hold_pages() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("f.cairn");
+    let db = Database::create(&path)?;
+    let put = |v: &[u8]| -> Result<(), Error> {
+        let mut w = db.begin_write()?;
+        if !w.table_exists("t")? {
+            w.create_table("t")?;
+        }
+        w.open_table("t")?.insert(b"k", v)?;
+        w.commit()
+    };
+    put(b"one")?;
+    // A second open file description, as another process would have.
+    let ro = Database::builder().read_only(true).open(&path)?;
+    let held = ro.begin_read()?;
+    put(b"two")?;
+    assert_eq!(
+        ro.begin_read()?.open_table("t")?.get(b"k")?,
+        Some(&b"two"[..]),
+        "a new read transaction sees the newest commit"
+    );
+    for i in 0..50u32 {
+        put(&i.to_be_bytes())?;
+    }
+    // The writer knows of the pin, and has not reused the pages the reader sees.
+    let stats = db.stats()?;
+    assert_eq!(stats.oldest_reader_txid, Some(held.txid()), "{stats:?}");
+    assert_eq!(stats.oldest_reader_age, None, "unknown for another open file");
+    assert!(stats.pages_pinned_by_readers > 0, "{stats:?}");
+    assert_eq!(held.open_table("t")?.get(b"k")?, Some(&b"one"[..]));
+    drop(held);
+    assert_eq!(db.stats()?.oldest_reader_txid, None);
     Ok(())
 }

@@ -11,7 +11,7 @@ use cairn_tests::Checked;
 
 fn value(i: u64, round: u64) -> Vec<u8> {
     // Every 50th value needs overflow pages, so that runs move too.
-    let len = if i % 50 == 0 { 9_000 } else { 100 };
+    let len = if i.is_multiple_of(50) { 9_000 } else { 100 };
     let mut v = format!("{i}:{round}:").into_bytes();
     v.resize(len, b'a' + (i % 26) as u8);
     v
@@ -126,7 +126,6 @@ fn a_reader_open_through_compaction_keeps_its_snapshot() -> Result<(), Error> {
         seen.insert(k.to_vec(), v.to_vec());
     }
     assert_eq!(seen, model, "{report:?}");
-    drop(table);
     drop(old);
     // Once it is gone, a second compaction returns the space.
     let second = db.compact()?;

@@ -57,4 +57,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Any I/O error of the operating system (a full disk, say).
     fn resize(&self, len: u64) -> io::Result<()>;
+
+    /// Learns the length anew after another process may have changed it (for readers
+    /// following a writer elsewhere); the default has nobody else to follow.
+    ///
+    /// # Errors
+    /// When the length cannot be read or the larger file cannot be mapped.
+    fn refresh(&self) -> io::Result<()> {
+        Ok(())
+    }
 }

@@ -44,6 +44,10 @@ impl Storage for Counted {
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+    fn refresh(&self) -> io::Result<()> {
+        self.inner.refresh()
+    }
+
     fn resize(&self, len: u64) -> io::Result<()> {
         self.inner.resize(len)
     }

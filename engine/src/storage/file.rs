@@ -70,6 +70,16 @@ impl Storage for FileStorage {
         self.file.sync_data()
     }
 
+    fn refresh(&self) -> io::Result<()> {
+        let len = self.file.metadata()?.len();
+        let mut region = self.region.lock().unwrap_or_else(PoisonError::into_inner);
+        if len > region.capacity() {
+            *region = Arc::new(Region::map_file(&self.file, reservation_for(len))?);
+        }
+        self.len.store(len, Ordering::Release);
+        Ok(())
+    }
+
     fn resize(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)?;
         let mut region = self.region.lock().unwrap_or_else(PoisonError::into_inner);

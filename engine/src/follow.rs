@@ -1,0 +1,98 @@
+//! Readers in a read-only process that follow a writer in another process.
+//!
+//! A read transaction of such a database starts at the newest commit in the file, not
+//! the one seen at opening. It pins that commit with a lock the writer can see
+//! ([`crate::lock::pin`]) and then reads the slots again: only if the newest commit is
+//! still the pinned one is the snapshot safe, because any writer that could have reused
+//! its pages without seeing the pin began before that commit was the newest, and the
+//! writer reuses only pages freed by commits up to its durable one, never past the
+//! newest (docs/design.md#readers-in-other-processes).
+
+use std::sync::Arc;
+
+use crate::db::Inner;
+use crate::error::{Error, Result};
+use crate::format::{SLOT_LEN, SLOT_OFFSET, Slot};
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
+
+/// How often a reader retries while commits race past it.
+const MAX_TRIES: usize = 1_000;
+
+impl Inner {
+    /// The newest intact commit slot in the file that the file is long enough for.
+    fn newest_slot(&self) -> Result<Option<Slot>> {
+        self.storage.refresh()?;
+        let len = self.storage.len();
+        let mut newest: Option<Slot> = None;
+        for i in 0..2 {
+            let mut b = [0u8; SLOT_LEN];
+            self.storage
+                .read((i * self.page_size + SLOT_OFFSET) as u64, &mut b)?;
+            // A slot being written right now fails its checksum: the other one serves.
+            let Some(slot) = Slot::decode(&b) else {
+                continue;
+            };
+            let fits = slot.page_count >= FIRST_DATA_PAGE
+                && slot.page_count.saturating_mul(self.page_size as u64) <= len;
+            if fits && newest.is_none_or(|n| slot.txid > n.txid) {
+                newest = Some(slot);
+            }
+        }
+        Ok(newest)
+    }
+
+    /// Registers a reader of the newest commit in the file and returns its snapshot.
+    pub(crate) fn follow(&self, file: &std::fs::File) -> Result<Arc<Snapshot>> {
+        for _ in 0..MAX_TRIES {
+            let snapshot = {
+                let mut state = self.state();
+                match self.newest_slot()? {
+                    Some(slot) if slot.txid > state.latest.slot.txid => {
+                        // A new commit: pages may have been rewritten since they were
+                        // verified, so verification starts afresh for this snapshot.
+                        state.latest = Arc::new(Snapshot {
+                            slot,
+                            page_size: self.page_size,
+                            region: self.storage.region(),
+                            verified: Arc::new(VerifiedSet::with_capacity(slot.page_count)),
+                        });
+                    }
+                    _ => {}
+                }
+                let snapshot = state.latest.clone();
+                let entry = state
+                    .readers
+                    .entry(snapshot.txid())
+                    .or_insert((0, std::time::Instant::now()));
+                if entry.0 == 0 {
+                    crate::lock::pin(file, snapshot.txid())?;
+                }
+                entry.0 += 1;
+                snapshot
+            };
+            let again = self.newest_slot()?.map_or(0, |s| s.txid);
+            if again <= snapshot.txid() {
+                return Ok(snapshot);
+            }
+            self.end_read(snapshot.txid());
+        }
+        Err(Error::Io(std::io::Error::other(
+            "commits in another process kept racing past this reader",
+        )))
+    }
+
+    /// Unregisters one reader of snapshot `txid`.
+    pub(crate) fn end_read(&self, txid: u64) {
+        let mut state = self.state();
+        if let Some((n, _)) = state.readers.get_mut(&txid) {
+            *n -= 1;
+            if *n == 0 {
+                state.readers.remove(&txid);
+                if let (true, Some(file)) = (self.read_only, self.lock_file.as_ref()) {
+                    // Failing to unpin only keeps pages from reuse until this file closes.
+                    let _ = crate::lock::unpin(file, txid);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! A writer process and a read-only reader process on one file: the reader follows the
+//! writer's commits and only ever sees committed states, including in snapshots it keeps
+//! open while the writer reuses pages.
+//!
+//! The test runs this same test binary a second time as the writer (selected by an
+//! environment variable), so that the two really are separate processes.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use cairn_engine::{Database, Durability, Error, ReadTxn};
+
+const KEYS: u64 = 300;
+const ROLE: &str = "CAIRN_TWO_PROCESSES_WRITER";
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// Every key holds the round that wrote it, padded so that each round rewrites many pages.
+fn value(round: u64) -> Vec<u8> {
+    let mut v = round.to_be_bytes().to_vec();
+    v.resize(400, (round % 251) as u8);
+    v
+}
+
+/// The writer's side: rounds of commits until `seconds` have passed; every round rewrites
+/// every key, alternating durable and eventual commits, so that pages are freed and
+/// reused all the time.
+fn write_rounds(path: &Path, seconds: u64) -> Result<(), Error> {
+    let db = Database::open(path)?;
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut round = 1;
+    while Instant::now() < deadline {
+        let mut txn = db.begin_write()?;
+        if round % 2 == 0 {
+            txn.set_durability(Durability::Eventual);
+        }
+        let mut t = txn.open_table("t")?;
+        for i in 0..KEYS {
+            t.insert(&key(i), &value(round))?;
+        }
+        txn.commit()?;
+        round += 1;
+    }
+    Ok(())
+}
+
+#[test]
+fn writer_child() -> Result<(), Error> {
+    // Run only as the child of the test below.
+    let Ok(path) = std::env::var(ROLE) else {
+        return Ok(());
+    };
+    write_rounds(Path::new(&path), 3)
+}
+
+fn spawn_writer(path: &Path) -> std::io::Result<Child> {
+    Command::new(std::env::current_exe()?)
+        .args(["--exact", "writer_child", "--nocapture", "--test-threads=1"])
+        .env(ROLE, path)
+        .spawn()
+}
+
+/// The round every key of a new snapshot holds; an error if they differ.
+fn snapshot_round(db: &Database) -> Result<u64, String> {
+    round_of(&db.begin_read().map_err(|e| e.to_string())?)
+}
+
+/// The round every key of snapshot `read` holds; an error if they differ (a mixed state)
+/// or a page is damaged (reused while the snapshot could see it).
+fn round_of(read: &ReadTxn) -> Result<u64, String> {
+    let table = read.open_table("t").map_err(|e| e.to_string())?;
+    let mut round = None;
+    for entry in table.iter().map_err(|e| e.to_string())? {
+        let (k, v) = entry.map_err(|e| e.to_string())?;
+        let r = v
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .ok_or("short value")?;
+        if v != value(r) || *round.get_or_insert(r) != r {
+            return Err(format!("mixed or damaged state at {k:?}"));
+        }
+    }
+    round.ok_or_else(|| "empty table".into())
+}
+
+#[test]
+fn a_reader_process_sees_only_committed_states_of_a_writer_process() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("shared.cairn");
+    {
+        let db = Database::create(&path)?;
+        let mut txn = db.begin_write()?;
+        txn.create_table("t")?;
+        for i in 0..KEYS {
+            txn.open_table("t")?.insert(&key(i), &value(0))?;
+        }
+        txn.commit()?;
+    }
+    let reader = Database::builder().read_only(true).open(&path)?;
+    let mut writer = spawn_writer(&path)?;
+
+    let (mut last, mut rounds_seen, mut snapshots) = (0, 0, 0);
+    let started = Instant::now();
+    let mut outcome = Ok(());
+    while started.elapsed() < Duration::from_secs(4) {
+        // A long snapshot: read it, let the writer go on for a while, read it again. Its
+        // pages must not be reused meanwhile.
+        let long = reader.begin_read()?;
+        let first = round_of(&long);
+        for _ in 0..20 {
+            match (snapshot_round(&reader), first.as_ref()) {
+                (Ok(r), Ok(&f)) if r >= f && r >= last => {
+                    if r > last {
+                        rounds_seen += 1;
+                        last = r;
+                    }
+                    snapshots += 1;
+                }
+                (r, f) => {
+                    outcome = Err(format!("snapshot {r:?} after {f:?}, last {last}"));
+                    break;
+                }
+            }
+        }
+        let again = round_of(&long);
+        if again != first {
+            outcome = Err(format!("a held snapshot changed: {first:?} then {again:?}"));
+        }
+        if outcome.is_err() {
+            break;
+        }
+    }
+    let status = writer.wait()?;
+    assert!(status.success(), "the writer process failed: {status}");
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+    assert!(snapshots > 100, "{snapshots} snapshots checked");
+    assert!(
+        rounds_seen > 5,
+        "the reader followed the writer's commits: saw {rounds_seen} rounds"
+    );
+    // After the writer is gone, the reader sees its last commit.
+    let final_round = snapshot_round(&reader).map_err(std::io::Error::other)?;
+    assert!(final_round >= last);
+    Ok(())
+}
