@@ -429,7 +429,10 @@ fn a_read_only_handle_follows_commits_and_its_pins_hold_pages() -> Result<(), Er
     // The writer knows of the pin, and has not reused the pages the reader sees.
     let stats = db.stats()?;
     assert_eq!(stats.oldest_reader_txid, Some(held.txid()), "{stats:?}");
-    assert_eq!(stats.oldest_reader_age, None, "unknown for another open file");
+    assert_eq!(
+        stats.oldest_reader_age, None,
+        "unknown for another open file"
+    );
     assert!(stats.pages_pinned_by_readers > 0, "{stats:?}");
     assert_eq!(held.open_table("t")?.get(b"k")?, Some(&b"one"[..]));
     drop(held);
