@@ -3,7 +3,7 @@
 //!
 //! Step-by-step with what a crash leaves: docs/design.md#commit-protocol.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::btree::Node;
@@ -28,7 +28,7 @@ const MAX_COALESCED_PAGES: usize = 256;
 /// Encodes the owned node at `r` and every owned node under it, leaves first, so that
 /// each parent records its children's checksums; returns `r` with its checksum.
 fn finalize(
-    nodes: &mut HashMap<u64, Node>,
+    nodes: &mut FxHashMap<u64, Node>,
     r: ChildRef,
     txid: u64,
     page_size: usize,

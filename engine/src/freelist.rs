@@ -5,7 +5,9 @@
 //! and commit N (or a later one) is durable, so that neither a reader nor crash recovery
 //! can still need its old contents (docs/design.md#page-reuse).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashSet;
 
 use crate::format::FreeRun;
 
@@ -17,7 +19,7 @@ pub(crate) struct FreeList {
     /// Pages freed by a commit that a reader or recovery may still need: `(page, freed_by)`.
     pub pending: Vec<(u64, u64)>,
     /// Pages allocated by the transaction under way (never seen by anyone else).
-    pub fresh: HashSet<u64>,
+    pub fresh: FxHashSet<u64>,
     /// One past the highest page in use: the file's size in pages.
     pub page_count: u64,
 }

@@ -1,7 +1,7 @@
 //! Where a tree's nodes come from: the committed snapshot, overlaid by the nodes a write
 //! transaction owns.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::{BranchView, LeafView, Node, NodeView};
 use crate::error::Result;
@@ -11,10 +11,10 @@ use crate::pager::{Snapshot, TreePage};
 /// What a write transaction has changed and not yet committed.
 #[derive(Debug, Default)]
 pub(crate) struct Dirty {
-    /// Tree nodes by their new page id.
-    pub nodes: HashMap<u64, Node>,
+    /// Tree nodes by their new page id (page ids need no DoS-resistant hash).
+    pub nodes: FxHashMap<u64, Node>,
     /// New overflow runs by first page id: the run's bytes, header included.
-    pub overflow: HashMap<u64, Box<[u8]>>,
+    pub overflow: FxHashMap<u64, Box<[u8]>>,
 }
 
 /// A source of nodes: a snapshot, and for a write transaction its owned nodes.
