@@ -227,7 +227,7 @@ fn a_failure_anywhere_in_a_compaction_loses_nothing() -> Result<(), Error> {
         let model = fill_then_delete_most(&db, 3_000)?;
         Ok((storage, db, model))
     };
-    let (clean, db, model) = setup(1)?;
+    let (clean, db, _) = setup(1)?;
     let start = clean.operations();
     let report = db.compact()?;
     let total = clean.operations() - start;
