@@ -3,7 +3,8 @@
 //! leaves it.
 //!
 //! Each step is an ordinary write transaction, so readers keep their snapshots and other
-//! writers wait at most for one step (at most [`STEP_PAGES`] pages moved). Pages a step
+//! writers wait at most for one step: a walk of every tree that changes at most
+//! [`STEP_PAGES`] pages, and one durable commit. Pages a step
 //! frees become reusable, as always, once no reader can see them; a reader that stays
 //! open through the whole compaction keeps the pages it sees, and the file then shrinks
 //! less (the report says by how much it did).
@@ -48,7 +49,7 @@ pub struct CompactReport {
 impl Database {
     /// Rewrites the live pages densely at the start of the file and gives the rest back to
     /// the file system, while readers and writers go on (a writer waits at most for one
-    /// step of a few thousand pages).
+    /// step: a walk of the trees that changes at most a few thousand pages).
     ///
     /// # Errors
     /// [`Error::ReadOnly`], an I/O error (the database stays at its last commit, which
@@ -255,25 +256,7 @@ impl Mover {
         for (sep, right_ref) in rest {
             let right = w.read_node(right_ref)?;
             w.free_page(right_ref.page);
-            match (w.node_mut(left)?, right) {
-                (Node::Leaf(l), Node::Leaf(r)) => {
-                    for (k, v) in r.entries {
-                        l.push(k, v);
-                    }
-                }
-                (Node::Branch(l), Node::Branch(r)) => {
-                    l.push(sep, r.first);
-                    for (k, c) in r.entries {
-                        l.push(k, c);
-                    }
-                }
-                _ => {
-                    return Err(Error::corrupt(
-                        right_ref.page,
-                        "siblings of different kinds",
-                    ));
-                }
-            }
+            w.absorb(left, sep, right)?;
             self.merged += 1;
         }
         if let Node::Branch(b) = w.node_mut(parent)? {

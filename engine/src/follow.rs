@@ -19,26 +19,33 @@ use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 const MAX_TRIES: usize = 1_000;
 
 impl Inner {
-    /// The newest intact commit slot in the file that the file is long enough for.
-    fn newest_slot(&self) -> Result<Option<Slot>> {
-        self.storage.refresh()?;
-        let len = self.storage.len();
-        let mut newest: Option<Slot> = None;
-        for i in 0..2 {
+    /// The two commit slots as the file holds them now (`None`: being written, or never).
+    fn read_slots(&self) -> Result<[Option<Slot>; 2]> {
+        let mut slots = [None, None];
+        for (i, slot) in slots.iter_mut().enumerate() {
             let mut b = [0u8; SLOT_LEN];
             self.storage
                 .read((i * self.page_size + SLOT_OFFSET) as u64, &mut b)?;
             // A slot being written right now fails its checksum: the other one serves.
-            let Some(slot) = Slot::decode(&b) else {
-                continue;
-            };
-            let fits = slot.page_count >= FIRST_DATA_PAGE
-                && slot.page_count.saturating_mul(self.page_size as u64) <= len;
-            if fits && newest.is_none_or(|n| slot.txid > n.txid) {
-                newest = Some(slot);
-            }
+            *slot = Slot::decode(&b);
         }
-        Ok(newest)
+        Ok(slots)
+    }
+
+    /// The newest intact commit slot in the file that the file is long enough for.
+    fn newest_slot(&self) -> Result<Option<Slot>> {
+        self.storage.refresh()?;
+        let len = self.storage.len();
+        let fits = |s: &Slot| {
+            s.page_count >= FIRST_DATA_PAGE
+                && s.page_count.saturating_mul(self.page_size as u64) <= len
+        };
+        Ok(self
+            .read_slots()?
+            .into_iter()
+            .flatten()
+            .filter(fits)
+            .max_by_key(|s| s.txid))
     }
 
     /// Registers a reader of the newest commit in the file and returns its snapshot.
@@ -70,7 +77,14 @@ impl Inner {
                 entry.0 += 1;
                 snapshot
             };
-            let again = self.newest_slot()?.map_or(0, |s| s.txid);
+            // Any newer commit counts here, even one the file is not yet long enough for.
+            let again = self
+                .read_slots()?
+                .into_iter()
+                .flatten()
+                .map(|s| s.txid)
+                .max();
+            let again = again.unwrap_or(0);
             if again <= snapshot.txid() {
                 return Ok(snapshot);
             }

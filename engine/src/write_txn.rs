@@ -51,7 +51,10 @@ impl WriteTxn {
         // Pages freed by commit N are reusable once N is durable and no reader is older,
         // here or in another process (where a failed look reuses nothing).
         let mut upto = ws.durable_txid.min(oldest_reader);
-        if let Some(file) = inner.lock_file.as_ref() {
+        // (One system call; none when no freed page waits.)
+        if let Some(file) = inner.lock_file.as_ref()
+            && !ws.freelist.pending.is_empty()
+        {
             upto = match crate::lock::oldest_pinned(file, upto) {
                 Ok(pinned) => pinned.map_or(upto, |p| p.min(upto)),
                 Err(_) => 0,

@@ -118,20 +118,7 @@ impl TreeWriter<'_> {
         }
         let left_id = self.own(left_ref)?;
         self.free_page(right_ref.page);
-        match (self.node_mut(left_id)?, right) {
-            (Node::Leaf(l), Node::Leaf(r)) => {
-                for (k, v) in r.entries {
-                    l.push(k, v);
-                }
-            }
-            (Node::Branch(l), Node::Branch(r)) => {
-                l.push(sep, r.first);
-                for (k, c) in r.entries {
-                    l.push(k, c);
-                }
-            }
-            _ => return Err(Error::corrupt(left_id, "siblings of different kinds")),
-        }
+        self.absorb(left_id, sep, right)?;
         if let Node::Branch(p) = self.node_mut(parent)? {
             let (k, _) = p.entries.remove(left_idx);
             p.size -= branch_entry_size(k.len());

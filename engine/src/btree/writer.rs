@@ -66,6 +66,26 @@ impl TreeWriter<'_> {
             .ok_or_else(|| Error::corrupt(id, "internal: node is not owned by the transaction"))
     }
 
+    /// Appends node `right` (the right neighbour of owned node `left`, of the same kind)
+    /// to `left`; `sep`, the separator between them, comes along for branches.
+    pub fn absorb(&mut self, left: u64, sep: Box<[u8]>, right: Node) -> Result<()> {
+        match (self.node_mut(left)?, right) {
+            (Node::Leaf(l), Node::Leaf(r)) => {
+                for (k, v) in r.entries {
+                    l.push(k, v);
+                }
+            }
+            (Node::Branch(l), Node::Branch(r)) => {
+                l.push(sep, r.first);
+                for (k, c) in r.entries {
+                    l.push(k, c);
+                }
+            }
+            _ => return Err(Error::corrupt(left, "siblings of different kinds")),
+        }
+        Ok(())
+    }
+
     /// Frees the page of a node (owned or committed).
     pub fn free_page(&mut self, id: u64) {
         self.dirty.nodes.remove(&id);
