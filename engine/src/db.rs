@@ -168,6 +168,8 @@ impl Builder {
             writer_cv: Condvar::new(),
             counters,
             commits: AtomicU64::new(0),
+            group: Mutex::default(),
+            group_cv: Condvar::new(),
         };
         Ok(Database {
             inner: Arc::new(inner),
@@ -251,6 +253,9 @@ pub(crate) struct Inner {
     pub counters: Arc<IoCounters>,
     /// Commits that wrote something, since opening.
     pub commits: AtomicU64,
+    /// Batches waiting to be committed together (see `group.rs`).
+    pub group: Mutex<crate::group::GroupQueue>,
+    pub group_cv: Condvar,
 }
 
 impl Inner {

@@ -122,6 +122,53 @@ impl Error {
             reason: reason.into(),
         }
     }
+
+    /// A copy of this error, for each caller of a group commit that failed together (an
+    /// I/O error keeps its kind and message).
+    pub(crate) fn duplicate(&self) -> Self {
+        use Error::*;
+        match self {
+            Corruption { page, reason } => Error::corrupt(*page, reason.clone()),
+            NotADatabase => NotADatabase,
+            EmptyFile => EmptyFile,
+            Truncated { len, expected } => Truncated {
+                len: *len,
+                expected: *expected,
+            },
+            NoValidCommit { slot0, slot1 } => NoValidCommit {
+                slot0: slot0.clone(),
+                slot1: slot1.clone(),
+            },
+            VersionTooNew { found, supported } => VersionTooNew {
+                found: *found,
+                supported: *supported,
+            },
+            Locked { path, pid } => Locked {
+                path: path.clone(),
+                pid: *pid,
+            },
+            NotAFile { path } => NotAFile { path: path.clone() },
+            InvalidPageSize(n) => InvalidPageSize(*n),
+            KeyTooLarge { len, max } => KeyTooLarge {
+                len: *len,
+                max: *max,
+            },
+            ValueTooLarge { len, max } => ValueTooLarge {
+                len: *len,
+                max: *max,
+            },
+            TableNotFound(name) => TableNotFound(name.clone()),
+            TableExists(name) => TableExists(name.clone()),
+            InvalidTableName(name, why) => InvalidTableName(name.clone(), why),
+            NoSuchPage { page, pages } => NoSuchPage {
+                page: *page,
+                pages: *pages,
+            },
+            ReadOnly => ReadOnly,
+            FileTooLarge { max } => FileTooLarge { max: *max },
+            Io(e) => Io(std::io::Error::new(e.kind(), e.to_string())),
+        }
+    }
 }
 
 fn holder(pid: Option<u32>) -> String {

@@ -101,6 +101,38 @@ impl FreeList {
         first
     }
 
+    /// `n` pages in as few runs of consecutive pages as the free pages allow: the longest
+    /// free runs first, then the end of the file. Returned in page order, so that they
+    /// are written with few positioned writes.
+    pub fn alloc_many(&mut self, n: usize) -> Vec<u64> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &p in &self.free {
+            match runs.last_mut() {
+                Some((first, len)) if *first + *len == p => *len += 1,
+                _ => runs.push((p, 1)),
+            }
+        }
+        // Longest first; among equals the lowest, which keeps the file's tail free.
+        runs.sort_unstable_by_key(|&(first, len)| (std::cmp::Reverse(len), first));
+        let mut pages = Vec::with_capacity(n);
+        for (first, len) in runs {
+            if pages.len() == n {
+                break;
+            }
+            let take = len.min((n - pages.len()) as u64);
+            pages.extend(first..first + take);
+        }
+        for p in &pages {
+            self.free.remove(p);
+        }
+        let rest = (n - pages.len()) as u64;
+        pages.extend(self.page_count..self.page_count + rest);
+        self.page_count += rest;
+        pages.sort_unstable();
+        self.fresh.extend(pages.iter().copied());
+        pages
+    }
+
     /// Gives back `page`, freed by transaction `txid`: at once if the transaction under
     /// way allocated it, else when nobody can see it any more.
     pub fn free(&mut self, page: u64, txid: u64) {
@@ -174,5 +206,22 @@ mod tests {
         f.free.extend([4, 5]);
         f.pending.extend([(6, 8), (7, 8), (10, 9)]);
         assert_eq!(f.runs(), vec![(3, 3, 0), (6, 2, 8), (9, 1, 0), (10, 1, 9)]);
+    }
+
+    #[test]
+    fn many_pages_come_from_the_longest_runs_then_the_end() {
+        let mut f = FreeList {
+            page_count: 30,
+            ..FreeList::default()
+        };
+        f.free.extend([3, 5, 6, 7, 10, 11, 20, 21, 22, 23]);
+        assert_eq!(f.alloc_many(6), vec![5, 6, 20, 21, 22, 23]);
+        assert_eq!(
+            f.free.iter().copied().collect::<Vec<_>>(),
+            vec![3, 7, 10, 11]
+        );
+        assert_eq!(f.alloc_many(6), vec![3, 7, 10, 11, 30, 31]);
+        assert_eq!(f.page_count, 32);
+        assert!(f.free.is_empty() && f.fresh.len() == 12);
     }
 }

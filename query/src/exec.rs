@@ -7,7 +7,7 @@
 
 use std::ops::Bound;
 
-use cairn_engine::{Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn};
+use cairn_engine::{Batch, Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn};
 
 use crate::ast::{KeyRange, Statement};
 use crate::error::ExecError;
@@ -204,12 +204,22 @@ impl Session {
         match stmt {
             Statement::Put { key, value } => {
                 let (key, value) = (key.bytes(), value.bytes());
-                let replaced = self.write(|t| t.insert(&key, &value))?;
+                let replaced = self.write(
+                    |b, table| {
+                        b.put(table, &key, &value);
+                    },
+                    |t| t.insert(&key, &value),
+                )?;
                 Ok(Outcome::Put { replaced })
             }
             Statement::Delete { key } => {
                 let key = key.bytes();
-                let existed = self.write(|t| t.remove(&key))?;
+                let existed = self.write(
+                    |b, table| {
+                        b.delete(table, &key);
+                    },
+                    |t| t.remove(&key),
+                )?;
                 Ok(Outcome::Delete { existed })
             }
             Statement::Get { key } => {
@@ -301,18 +311,22 @@ impl Session {
     }
 
     /// Runs `f` on the current table for writing.
-    fn write<T>(
+    /// Runs a one-key change on the current table: `f` in the open transaction, or else
+    /// the change `batch` describes as its own commit, through the engine's group commit
+    /// (so that sessions on several threads share syncs).
+    fn write(
         &mut self,
-        f: impl FnOnce(&mut TableMut<'_>) -> cairn_engine::Result<T>,
-    ) -> Result<T> {
+        batch: impl FnOnce(&mut Batch, &str),
+        f: impl FnOnce(&mut TableMut<'_>) -> cairn_engine::Result<bool>,
+    ) -> Result<bool> {
         let Session { db, table, txn } = self;
         if let Some(txn) = txn {
             return Ok(f(&mut txn.open_table(table)?)?);
         }
-        let mut txn = db.begin_write()?;
-        let out = f(&mut txn.open_table(table)?)?;
-        txn.commit()?;
-        Ok(out)
+        let mut b = Batch::new();
+        batch(&mut b, table);
+        let found = db.commit_batch(b)?;
+        Ok(found.first().copied().unwrap_or(false))
     }
 
     /// Runs `f` on the current table for reading: in the open transaction, or on a

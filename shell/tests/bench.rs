@@ -139,9 +139,15 @@ fn bench_reports_latency_percentiles_and_io_in_json() {
     for q in ["p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"] {
         assert!(put[q].as_f64().is_some_and(|v| v > 0.0), "{q}");
     }
-    assert_eq!(json["summary"]["commits per run"], "400");
+    // Two threads' autocommitted PUTs share commits when they meet (group commit).
+    let commits: u64 = json["summary"]["commits per run"]
+        .as_str()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    assert!((200..=400).contains(&commits), "{commits} commits");
     assert_eq!(
-        json["summary"]["fsyncs per run"], "400",
+        json["summary"]["fsyncs per run"],
+        json["summary"]["commits per run"],
         "one fsync per durable commit"
     );
     let md = cairn(&[

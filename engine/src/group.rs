@@ -1,0 +1,443 @@
+//! Group commit: batches that threads submit at the same time are applied in one write
+//! transaction and made durable by one sync, and each caller is told when its batch is.
+//!
+//! The first thread to find no group in progress leads: it takes every waiting batch,
+//! applies them in submission order, commits once and hands each caller its outcome.
+//! Threads that submit meanwhile wait; when the group is done one of them leads the next
+//! group, which holds every batch that arrived during the last commit. A sync that costs
+//! the same for one commit as for ten is then shared by all of them.
+
+use std::collections::HashMap;
+use std::sync::{MutexGuard, PoisonError};
+
+use crate::db::{Database, Durability, Inner};
+use crate::error::{Error, Result};
+use crate::format::{MAX_VALUE_LEN, max_key_len};
+use crate::write_txn::WriteTxn;
+
+/// A change of one key in a [`Batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    Put {
+        table: usize,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Delete {
+        table: usize,
+        key: Vec<u8>,
+    },
+}
+
+/// Changes committed together as one transaction by [`Database::commit_batch`].
+///
+/// ```
+/// use cairn_engine::{Batch, Database};
+///
+/// # fn main() -> cairn_engine::Result<()> {
+/// let db = Database::in_memory()?;
+/// let mut txn = db.begin_write()?;
+/// txn.create_table("t")?;
+/// txn.commit()?;
+///
+/// let mut batch = Batch::new();
+/// batch.put("t", b"k", b"v").delete("t", b"gone");
+/// assert_eq!(db.commit_batch(batch)?, vec![false, false]);
+/// assert_eq!(db.begin_read()?.open_table("t")?.get(b"k")?, Some(&b"v"[..]));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    tables: Vec<String>,
+    ops: Vec<Op>,
+    durability: Option<Durability>,
+}
+
+impl Batch {
+    /// An empty batch, with the database's durability.
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    fn table(&mut self, name: &str) -> usize {
+        match self.tables.iter().rposition(|t| t == name) {
+            Some(i) => i,
+            None => {
+                self.tables.push(name.to_owned());
+                self.tables.len() - 1
+            }
+        }
+    }
+
+    /// Stores `value` under `key` in `table`.
+    pub fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> &mut Batch {
+        let table = self.table(table);
+        self.ops.push(Op::Put {
+            table,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        });
+        self
+    }
+
+    /// Removes `key` from `table`.
+    pub fn delete(&mut self, table: &str, key: &[u8]) -> &mut Batch {
+        let table = self.table(table);
+        self.ops.push(Op::Delete {
+            table,
+            key: key.to_vec(),
+        });
+        self
+    }
+
+    /// Sets the durability of this batch's commit (by default the database's).
+    pub fn set_durability(&mut self, d: Durability) -> &mut Batch {
+        self.durability = Some(d);
+        self
+    }
+
+    /// The number of changes.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch holds no change.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Checks the limits that would make a change fail, before the batch joins a group.
+    fn validate(&self, page_size: usize) -> Result<()> {
+        let max = max_key_len(page_size);
+        for op in &self.ops {
+            let (Op::Put { key, .. } | Op::Delete { key, .. }) = op;
+            if key.len() > max {
+                return Err(Error::KeyTooLarge {
+                    len: key.len(),
+                    max,
+                });
+            }
+            if let Op::Put { value, .. } = op
+                && value.len() > MAX_VALUE_LEN
+            {
+                return Err(Error::ValueTooLarge {
+                    len: value.len(),
+                    max: MAX_VALUE_LEN,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a batch's caller gets back: per change, whether the key held a value before.
+type Outcome = Result<Vec<bool>>;
+
+/// Batches waiting for a group, and the outcomes not yet collected.
+#[derive(Debug, Default)]
+pub(crate) struct GroupQueue {
+    next_ticket: u64,
+    waiting: Vec<(u64, Batch)>,
+    done: HashMap<u64, Outcome>,
+    leading: bool,
+}
+
+/// Clears the leader's mark even if applying the group unwinds, so that waiters go on.
+struct Leading<'a>(&'a Inner);
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        self.0.group().leading = false;
+        self.0.group_cv.notify_all();
+    }
+}
+
+impl Inner {
+    fn group(&self) -> MutexGuard<'_, GroupQueue> {
+        self.group.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Database {
+    /// Commits `batch` as one transaction and returns, per change, whether the key held a
+    /// value before it. Batches that other threads submit at the same time are committed
+    /// with it, in one write transaction under one sync; the call returns when the group
+    /// has committed (with `Immediate` durability: when it is on stable storage). A batch
+    /// sees the batches submitted before it in the same group.
+    ///
+    /// A thread that holds a [`WriteTxn`] must not call this: the group waits for it.
+    ///
+    /// # Errors
+    /// [`Error::KeyTooLarge`], [`Error::ValueTooLarge`] and [`Error::TableNotFound`] fail
+    /// this batch alone and change nothing. An I/O error or corruption fails the whole
+    /// group: none of its batches is committed.
+    pub fn commit_batch(&self, batch: Batch) -> Result<Vec<bool>> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly);
+        }
+        batch.validate(self.inner.page_size)?;
+        let inner = self.inner.as_ref();
+        let mut queue = inner.group();
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.waiting.push((ticket, batch));
+        loop {
+            if let Some(outcome) = queue.done.remove(&ticket) {
+                return outcome;
+            }
+            if !queue.leading {
+                queue.leading = true;
+                let group = std::mem::take(&mut queue.waiting);
+                drop(queue);
+                let leading = Leading(inner);
+                let outcomes = self.commit_group(group);
+                inner.group().done.extend(outcomes);
+                drop(leading);
+            } else {
+                queue = inner
+                    .group_cv
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            queue = inner.group();
+        }
+    }
+
+    /// Applies and commits one group; returns each ticket's outcome.
+    fn commit_group(&self, group: Vec<(u64, Batch)>) -> Vec<(u64, Outcome)> {
+        if group.is_empty() {
+            return Vec::new();
+        }
+        let mut txn = match self.begin_write() {
+            Ok(txn) => txn,
+            Err(e) => return fail_all(group, &e),
+        };
+        let durability = if group
+            .iter()
+            .any(|(_, b)| b.durability.unwrap_or(self.inner.durability) == Durability::Immediate)
+        {
+            Durability::Immediate
+        } else {
+            Durability::Eventual
+        };
+        txn.set_durability(durability);
+        let mut outcomes = Vec::with_capacity(group.len());
+        for (ticket, batch) in &group {
+            match apply(&mut txn, batch) {
+                Ok(outcome) => outcomes.push((*ticket, outcome)),
+                Err(e) => return fail_all(group, &e),
+            }
+        }
+        match txn.commit() {
+            Ok(()) => outcomes,
+            Err(e) => fail_all(group, &e),
+        }
+    }
+}
+
+/// Applies one batch. The outer error fails the group (the transaction is then in an
+/// unknown state); the inner one fails this batch alone, which then changed nothing.
+fn apply(txn: &mut WriteTxn, batch: &Batch) -> Result<Outcome> {
+    for name in &batch.tables {
+        if !txn.table_exists(name)? {
+            return Ok(Err(Error::TableNotFound(name.clone())));
+        }
+    }
+    let mut results = Vec::with_capacity(batch.ops.len());
+    let mut ops = batch.ops.iter().peekable();
+    while let Some(first) = ops.peek() {
+        let (Op::Put { table, .. } | Op::Delete { table, .. }) = first;
+        let table = *table;
+        let name = batch.tables.get(table).map_or("", String::as_str);
+        let mut t = txn.open_table(name)?;
+        while let Some(op) = ops.next_if(|op| {
+            let (Op::Put { table: n, .. } | Op::Delete { table: n, .. }) = op;
+            *n == table
+        }) {
+            results.push(match op {
+                Op::Put { key, value, .. } => t.insert(key, value)?,
+                Op::Delete { key, .. } => t.remove(key)?,
+            });
+        }
+    }
+    Ok(Ok(results))
+}
+
+fn fail_all(group: Vec<(u64, Batch)>, e: &Error) -> Vec<(u64, Outcome)> {
+    group
+        .into_iter()
+        .map(|(ticket, _)| (ticket, Err(e.duplicate())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::storage::FaultyStorage;
+
+    fn with_table(db: &Database) -> Result<()> {
+        let mut txn = db.begin_write()?;
+        txn.create_table("t")?;
+        txn.commit()
+    }
+
+    fn get(db: &Database, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let r = db.begin_read()?;
+        Ok(r.open_table("t")?.get(key)?.map(<[u8]>::to_vec))
+    }
+
+    #[test]
+    fn a_batch_reports_what_each_change_found_and_bad_batches_change_nothing() -> Result<()> {
+        let db = Database::in_memory()?;
+        with_table(&db)?;
+        let mut b = Batch::new();
+        b.put("t", b"a", b"1")
+            .put("t", b"a", b"2")
+            .delete("t", b"a");
+        b.delete("t", b"none").put("t", b"b", b"3");
+        assert_eq!(b.len(), 5);
+        assert_eq!(db.commit_batch(b)?, vec![false, true, true, false, false]);
+        assert_eq!(get(&db, b"a")?, None);
+        assert_eq!(get(&db, b"b")?.as_deref(), Some(&b"3"[..]));
+
+        let mut missing = Batch::new();
+        missing.put("t", b"c", b"4").put("nowhere", b"c", b"4");
+        assert!(matches!(
+            db.commit_batch(missing),
+            Err(Error::TableNotFound(name)) if name == "nowhere"
+        ));
+        let mut big = Batch::new();
+        big.put("t", b"d", b"5")
+            .put("t", &vec![0; db.max_key_len() + 1], b"");
+        assert!(matches!(
+            db.commit_batch(big),
+            Err(Error::KeyTooLarge { .. })
+        ));
+        assert_eq!(get(&db, b"c")?, None);
+        assert_eq!(get(&db, b"d")?, None);
+        assert_eq!(db.commit_batch(Batch::new())?, Vec::<bool>::new());
+        Ok(())
+    }
+
+    /// While a write transaction holds the writer, the first batch's thread leads and
+    /// waits for it; the batches submitted meanwhile wait in the queue and then commit
+    /// together: two commits for four batches, one of which fails alone.
+    #[test]
+    fn batches_submitted_together_commit_together() -> Result<()> {
+        let db = Database::in_memory()?;
+        with_table(&db)?;
+        let held = db.begin_write()?;
+        let commits = db.io_stats().commits;
+        let outcomes = std::thread::scope(|s| {
+            let submit = |table: &'static str, key: &'static [u8]| {
+                let db = db.clone();
+                s.spawn(move || {
+                    let mut b = Batch::new();
+                    b.put(table, key, b"v");
+                    db.commit_batch(b)
+                })
+            };
+            let first = submit("t", b"k0");
+            while !db.inner.group().leading {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let rest = [
+                submit("t", b"k1"),
+                submit("nowhere", b"k2"),
+                submit("t", b"k3"),
+            ];
+            while db.inner.group().waiting.len() < 3 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(held);
+            let mut all = vec![first.join()];
+            all.extend(rest.map(|h| h.join()));
+            all
+        });
+        let ok: Vec<bool> = outcomes
+            .into_iter()
+            .map(|o| matches!(o, Ok(Ok(ref v)) if v == &[false]))
+            .collect();
+        assert_eq!(ok, [true, true, false, true]);
+        assert_eq!(db.io_stats().commits - commits, 2);
+        for key in [&b"k0"[..], b"k1", b"k3"] {
+            assert_eq!(get(&db, key)?.as_deref(), Some(&b"v"[..]));
+        }
+        assert_eq!(get(&db, b"k2")?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn many_threads_lose_nothing() -> Result<()> {
+        let db = Database::in_memory()?;
+        with_table(&db)?;
+        std::thread::scope(|s| -> Result<()> {
+            let threads: Vec<_> = (0..4u8)
+                .map(|t| {
+                    let db = db.clone();
+                    s.spawn(move || -> Result<()> {
+                        for i in 0..200u8 {
+                            let mut b = Batch::new();
+                            b.put("t", &[t, i], &[i]);
+                            db.commit_batch(b)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join()
+                    .unwrap_or_else(|_| Err(Error::corrupt(0, "thread panicked")))?;
+            }
+            Ok(())
+        })?;
+        let r = db.begin_read()?;
+        let t = r.open_table("t")?;
+        assert_eq!(t.len(), 800);
+        for (k, v) in t
+            .iter()?
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<Vec<_>>>()?
+        {
+            assert_eq!(v, [k[1]]);
+        }
+        Ok(())
+    }
+
+    /// A failed sync fails every batch of the group, and none of them is visible.
+    #[test]
+    fn a_failed_commit_fails_the_whole_group() -> Result<()> {
+        let storage = FaultyStorage::new(7)?;
+        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        with_table(&db)?;
+        let mut b = Batch::new();
+        b.put("t", b"k", b"v").set_durability(Durability::Immediate);
+        // Fail the last operation of the commit: its sync.
+        let before = storage.operations();
+        db.commit_batch(b.clone())?;
+        let per_commit = storage.operations() - before;
+        storage.fail_at(storage.operations() + per_commit);
+        b.put("t", b"k2", b"v");
+        let err = db.commit_batch(b.clone());
+        assert!(matches!(err, Err(Error::Io(_))), "{err:?}");
+        assert_eq!(get(&db, b"k2")?, None);
+        assert_eq!(db.commit_batch(b)?, vec![true, false]);
+        assert_eq!(get(&db, b"k2")?.as_deref(), Some(&b"v"[..]));
+        Ok(())
+    }
+
+    #[test]
+    fn a_duplicated_io_error_keeps_its_kind_and_message() {
+        let e = Error::Io(std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            "disk full",
+        ));
+        let copy = e.duplicate();
+        assert!(matches!(&copy, Error::Io(io) if io.kind() == std::io::ErrorKind::StorageFull));
+        assert_eq!(copy.to_string(), e.to_string());
+    }
+}
