@@ -94,9 +94,37 @@ fn batches_of_1k(s: &mut dyn Store, keys: &[[u8; 8]]) -> R<f64> {
     })
 }
 
+/// Durable single-put commits from `threads` threads at once (1,000 in all, new keys);
+/// returns commits per second over all threads.
+fn on_threads(s: &mut dyn Store, p: &Params, threads: u64) -> R<f64> {
+    let shared = s.shared().ok_or(store::NOT_SHARED)?;
+    let per_thread = 1_000 / threads;
+    let v = [b'w'; VALUE];
+    let t = Instant::now();
+    let failed = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|th| {
+                scope.spawn(move || {
+                    (0..per_thread).try_for_each(|i| {
+                        let k = key(p.keys + th * per_thread + i);
+                        shared.put_durable(&k, &v).map_err(|e| e.to_string())
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .find_map(|h| h.join().map_or(Some("panicked".to_owned()), Result::err))
+    });
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    Ok((threads * per_thread) as f64 / t.elapsed().as_secs_f64())
+}
+
 const BIG: usize = 32 << 20;
 
-const WORKLOADS: [Workload; 20] = [
+const WORKLOADS: [Workload; 22] = [
     Workload {
         name: "insert, sequential, 1 txn",
         unit: Unit::PerSecond,
@@ -211,6 +239,18 @@ const WORKLOADS: [Workload; 20] = [
         },
     },
     Workload {
+        name: "durable commits of 1 put, 1 thread",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| on_threads(s, p, 1),
+    },
+    Workload {
+        name: "durable commits of 1 put, 4 threads",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| on_threads(s, p, 4),
+    },
+    Workload {
         name: "durable txns of 100 random puts",
         unit: Unit::PerSecond,
         loaded: true,
@@ -311,6 +351,7 @@ fn row(
         for _ in 0..runs {
             match measure(*open) {
                 Ok(x) => xs.push(x),
+                Err(e) if e.to_string() == store::NOT_SHARED => break,
                 Err(e) => eprintln!("{store}, {name}: {e}"),
             }
         }
@@ -327,7 +368,7 @@ fn row(
         let shown = match figure {
             Some(x) if unit == Unit::Micros => format!("{x:.1}"),
             Some(x) => format!("{x:.0}"),
-            None => "failed".into(),
+            None => "–".into(),
         };
         match (cairn, figure) {
             (Some(c), Some(x)) if *store != "cairn" => print!(" {shown} ({:.2}) |", ahead(*x, c)),

@@ -7,6 +7,15 @@ pub type R<T> = Result<T, Box<dyn Error>>;
 /// One change: a value to store under a key, or (`None`) a key to remove.
 pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
 
+/// A durable commit of one put that several threads may call at once, each call its own
+/// transaction.
+pub trait SharedPut: Sync {
+    fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()>;
+}
+
+/// Why a store has no figure in a row: its adapter does not share it between threads.
+pub const NOT_SHARED: &str = "the adapter does not share this store between threads";
+
 /// A key-value store under test. Every write call is one transaction; `durable` says
 /// whether it must be on stable storage when the call returns.
 pub trait Store {
@@ -18,4 +27,8 @@ pub trait Store {
     fn get(&self, key: &[u8]) -> R<usize>;
     /// Reads up to `limit` entries from `start` in key order; returns how many.
     fn range(&self, start: &[u8], limit: usize) -> R<usize>;
+    /// The store as several threads can use it, if its adapter allows.
+    fn shared(&self) -> Option<&dyn SharedPut> {
+        None
+    }
 }

@@ -205,9 +205,12 @@ impl WriteTxn {
         }
         // Allocating the run takes pages from the front of free runs, so it never adds a
         // run: the count before allocating (plus one, to spare) bounds the count after.
-        let run_pages = (freelist_len(self.freelist.runs().len() + 1) as u64).div_ceil(p);
+        let mut runs = self.freelist.runs();
+        let run_pages = (freelist_len(runs.len() + 1) as u64).div_ceil(p);
         let freelist_page = self.freelist.alloc_run(run_pages);
-        let encoded = encode_freelist(txid, &self.freelist.runs(), (run_pages * p) as usize);
+        crate::freelist::carve(&mut runs, freelist_page, run_pages);
+        debug_assert_eq!(runs, self.freelist.runs(), "carved runs");
+        let encoded = encode_freelist(txid, &runs, (run_pages * p) as usize);
 
         let freelist_crc = checksum(freelist_page, &encoded);
         let freelist_bytes = encoded.len() as u64;

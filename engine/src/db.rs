@@ -170,6 +170,7 @@ impl Builder {
             commits: AtomicU64::new(0),
             group: Mutex::default(),
             group_cv: Condvar::new(),
+            group_arrival: Condvar::new(),
         };
         Ok(Database {
             inner: Arc::new(inner),
@@ -256,6 +257,8 @@ pub(crate) struct Inner {
     /// Batches waiting to be committed together (see `group.rs`).
     pub group: Mutex<crate::group::GroupQueue>,
     pub group_cv: Condvar,
+    /// Signalled when a batch joins the queue (a leader may be waiting for it).
+    pub group_arrival: Condvar,
 }
 
 impl Inner {

@@ -144,13 +144,22 @@ impl FreeList {
     }
 
     /// Every free page as runs of consecutive pages freed by the same commit (0: reusable
-    /// now), in page order.
+    /// now), in page order. (The free set is already in order: only the waiting pages are
+    /// sorted, then both are merged.)
     pub fn runs(&self) -> Vec<FreeRun> {
-        let mut pages: Vec<(u64, u64)> = self.free.iter().map(|&p| (p, 0)).collect();
-        pages.extend_from_slice(&self.pending);
-        pages.sort_unstable();
+        let mut pending = self.pending.clone();
+        pending.sort_unstable();
+        let mut free = self.free.iter().map(|&p| (p, 0)).peekable();
+        let mut waiting = pending.into_iter().peekable();
         let mut runs: Vec<FreeRun> = Vec::new();
-        for (page, freed_by) in pages {
+        loop {
+            let next = match (free.peek(), waiting.peek()) {
+                (Some(a), Some(b)) if a <= b => free.next(),
+                (Some(_), None) => free.next(),
+                (_, Some(_)) => waiting.next(),
+                (None, None) => break,
+            };
+            let Some((page, freed_by)) = next else { break };
             match runs.last_mut() {
                 Some((first, count, by))
                     if *by == freed_by
@@ -164,6 +173,27 @@ impl FreeList {
         }
         runs
     }
+}
+
+/// Takes pages `first..first + n`, which lie in one run reusable now (or past every run),
+/// out of `runs`, as [`FreeList::alloc_run`] took them from the free set.
+pub(crate) fn carve(runs: &mut Vec<FreeRun>, first: u64, n: u64) {
+    let Some(i) = runs
+        .iter()
+        .position(|&(f, count, by)| by == 0 && f <= first && first < f + u64::from(count))
+    else {
+        return;
+    };
+    let (f, count, _) = runs[i];
+    let end = f + u64::from(count);
+    let mut pieces = Vec::with_capacity(2);
+    if f < first {
+        pieces.push((f, (first - f) as u32, 0));
+    }
+    if first + n < end {
+        pieces.push((first + n, (end - first - n) as u32, 0));
+    }
+    runs.splice(i..=i, pieces);
 }
 
 #[cfg(test)]
@@ -206,6 +236,13 @@ mod tests {
         f.free.extend([4, 5]);
         f.pending.extend([(6, 8), (7, 8), (10, 9)]);
         assert_eq!(f.runs(), vec![(3, 3, 0), (6, 2, 8), (9, 1, 0), (10, 1, 9)]);
+        let mut runs = f.runs();
+        let first = f.alloc_run(2);
+        carve(&mut runs, first, 2);
+        assert_eq!((first, runs.clone()), (3, f.runs()));
+        let first = f.alloc_run(2);
+        carve(&mut runs, first, 2);
+        assert_eq!((first, runs), (22, f.runs()));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::db::{Database, Durability, Inner};
 use crate::error::{Error, Result};
@@ -107,20 +108,21 @@ impl Batch {
         self.ops.is_empty()
     }
 
-    /// Checks the limits that would make a change fail, before the batch joins a group.
+    /// Checks the limits that would make a put fail, before the batch joins a group. (A
+    /// key too long to store cannot be there: deleting it finds nothing.)
     fn validate(&self, page_size: usize) -> Result<()> {
         let max = max_key_len(page_size);
         for op in &self.ops {
-            let (Op::Put { key, .. } | Op::Delete { key, .. }) = op;
+            let Op::Put { key, value, .. } = op else {
+                continue;
+            };
             if key.len() > max {
                 return Err(Error::KeyTooLarge {
                     len: key.len(),
                     max,
                 });
             }
-            if let Op::Put { value, .. } = op
-                && value.len() > MAX_VALUE_LEN
-            {
+            if value.len() > MAX_VALUE_LEN {
                 return Err(Error::ValueTooLarge {
                     len: value.len(),
                     max: MAX_VALUE_LEN,
@@ -141,7 +143,12 @@ pub(crate) struct GroupQueue {
     waiting: Vec<(u64, Batch)>,
     done: HashMap<u64, Outcome>,
     leading: bool,
+    /// How many batches the last group held.
+    last_group: usize,
 }
+
+/// How long a leader waits at most for the batches it expects.
+const GATHER: Duration = Duration::from_micros(100);
 
 /// Clears the leader's mark even if applying the group unwinds, so that waiters go on.
 struct Leading<'a>(&'a Inner);
@@ -182,15 +189,31 @@ impl Database {
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
         queue.waiting.push((ticket, batch));
+        inner.group_arrival.notify_one();
         loop {
             if let Some(outcome) = queue.done.remove(&ticket) {
                 return outcome;
             }
             if !queue.leading {
                 queue.leading = true;
-                let group = std::mem::take(&mut queue.waiting);
-                drop(queue);
                 let leading = Leading(inner);
+                // The threads the last group released are about to submit again: wait a
+                // moment for as many batches as it held, so that they share this sync.
+                let deadline = Instant::now() + GATHER;
+                while queue.waiting.len() < queue.last_group {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    queue = inner
+                        .group_arrival
+                        .wait_timeout(queue, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                let group = std::mem::take(&mut queue.waiting);
+                queue.last_group = group.len();
+                drop(queue);
                 let outcomes = self.commit_group(group);
                 inner.group().done.extend(outcomes);
                 drop(leading);
@@ -319,6 +342,9 @@ mod tests {
         ));
         assert_eq!(get(&db, b"c")?, None);
         assert_eq!(get(&db, b"d")?, None);
+        let mut long_delete = Batch::new();
+        long_delete.delete("t", &vec![0; db.max_key_len() + 1]);
+        assert_eq!(db.commit_batch(long_delete)?, vec![false]);
         assert_eq!(db.commit_batch(Batch::new())?, Vec::<bool>::new());
         Ok(())
     }

@@ -146,8 +146,7 @@ fn bench_reports_latency_percentiles_and_io_in_json() {
         .unwrap_or(0);
     assert!((200..=400).contains(&commits), "{commits} commits");
     assert_eq!(
-        json["summary"]["fsyncs per run"],
-        json["summary"]["commits per run"],
+        json["summary"]["fsyncs per run"], json["summary"]["commits per run"],
         "one fsync per durable commit"
     );
     let md = cairn(&[

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use cairn_engine::{Database, Durability};
+use cairn_engine::{Batch, Database, Durability};
 
-use crate::store::{Change, R, Store};
+use crate::store::{Change, R, SharedPut, Store};
 
 pub struct Cairn(Database);
 
@@ -20,6 +20,10 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Cairn {
+    fn shared(&self) -> Option<&dyn SharedPut> {
+        Some(self)
+    }
+
     fn write(&mut self, changes: &mut dyn Iterator<Item = Change<'_>>, durable: bool) -> R<()> {
         let mut w = self.0.begin_write()?;
         w.set_durability(if durable {
@@ -62,5 +66,15 @@ impl Store for Cairn {
             n += 1;
         }
         Ok(n)
+    }
+}
+
+impl SharedPut for Cairn {
+    fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
+        // Batches from several threads commit together under one sync (group commit).
+        let mut b = Batch::new();
+        b.put("t", key, value).set_durability(Durability::Immediate);
+        self.0.commit_batch(b)?;
+        Ok(())
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use crate::store::{Change, R, Store};
+use crate::store::{Change, R, SharedPut, Store};
 
 pub struct Fjall {
     db: Database,
@@ -18,6 +18,10 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Fjall {
+    fn shared(&self) -> Option<&dyn SharedPut> {
+        Some(self)
+    }
+
     fn write(&mut self, changes: &mut dyn Iterator<Item = Change<'_>>, durable: bool) -> R<()> {
         let mut batch = self
             .db
@@ -52,5 +56,14 @@ impl Store for Fjall {
             n += 1;
         }
         Ok(n)
+    }
+}
+
+impl SharedPut for Fjall {
+    fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
+        let mut batch = self.db.batch().durability(Some(PersistMode::SyncData));
+        batch.insert(&self.keyspace, key, value);
+        batch.commit()?;
+        Ok(())
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use heed::types::Bytes;
 use heed::{Env, EnvOpenOptions};
 
-use crate::store::{Change, R, Store};
+use crate::store::{Change, R, SharedPut, Store};
 
 pub struct Lmdb {
     env: Env,
@@ -30,6 +30,10 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Lmdb {
+    fn shared(&self) -> Option<&dyn SharedPut> {
+        Some(self)
+    }
+
     fn write(&mut self, changes: &mut dyn Iterator<Item = Change<'_>>, durable: bool) -> R<()> {
         let mut w = self.env.write_txn()?;
         for (k, v) in changes {
@@ -75,5 +79,14 @@ impl Store for Lmdb {
             n += 1;
         }
         Ok(n)
+    }
+}
+
+impl SharedPut for Lmdb {
+    fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
+        let mut w = self.env.write_txn()?;
+        self.db.put(&mut w, key, value)?;
+        w.commit()?;
+        Ok(())
     }
 }

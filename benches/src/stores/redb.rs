@@ -4,7 +4,7 @@ use std::path::Path;
 
 use redb::{Durability, ReadableDatabase, TableDefinition};
 
-use crate::store::{Change, R, Store};
+use crate::store::{Change, R, SharedPut, Store};
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("t");
 
@@ -19,6 +19,10 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Redb {
+    fn shared(&self) -> Option<&dyn SharedPut> {
+        Some(self)
+    }
+
     fn write(&mut self, changes: &mut dyn Iterator<Item = Change<'_>>, durable: bool) -> R<()> {
         let mut w = self.0.begin_write()?;
         w.set_durability(if durable {
@@ -64,5 +68,15 @@ impl Store for Redb {
             n += 1;
         }
         Ok(n)
+    }
+}
+
+impl SharedPut for Redb {
+    fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
+        let mut w = self.0.begin_write()?;
+        w.set_durability(Durability::Immediate)?;
+        drop(w.open_table(TABLE)?.insert(key, value)?);
+        w.commit()?;
+        Ok(())
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::store::{Change, R, Store};
+use crate::store::{Change, R, SharedPut, Store};
 
 pub struct Sled(sled::Db);
 
@@ -12,6 +12,10 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Sled {
+    fn shared(&self) -> Option<&dyn SharedPut> {
+        Some(self)
+    }
+
     fn write(&mut self, changes: &mut dyn Iterator<Item = Change<'_>>, durable: bool) -> R<()> {
         let mut batch = sled::Batch::default();
         for (k, v) in changes {
@@ -46,5 +50,13 @@ impl Store for Sled {
             n += 1;
         }
         Ok(n)
+    }
+}
+
+impl SharedPut for Sled {
+    fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
+        self.0.insert(key, value)?;
+        self.0.flush()?;
+        Ok(())
     }
 }
