@@ -88,11 +88,7 @@ fn finalize(
             if l.size > page_size {
                 return Err(Error::corrupt(r.page, "internal: leaf larger than a page"));
             }
-            encode_leaf(
-                &mut page,
-                txid,
-                l.entries.iter().map(|(k, v)| (&**k, v.as_ref())),
-            );
+            encode_leaf(&mut page, txid, (0..l.len()).map(|i| l.entry(i)));
         }
     }
     let id = placed.get(&r.page).copied().unwrap_or(r.page);

@@ -218,7 +218,7 @@ impl Mover {
             }
             Node::Leaf(l) => {
                 for (i, now) in moved_runs {
-                    l.entries[i].1 = Value::Overflow(now);
+                    l.set_overflow(i, now);
                 }
             }
         }

@@ -6,7 +6,7 @@
 use super::writer::split_point;
 use super::{BranchNode, LeafNode, MAX_DEPTH, Node, TreeWriter, Value};
 use crate::error::{Error, Result};
-use crate::format::{BRANCH_HEADER, ChildRef, LEAF_HEADER, branch_entry_size, leaf_entry_size};
+use crate::format::{BRANCH_HEADER, ChildRef, LEAF_HEADER, ValueRef, branch_entry_size};
 
 /// A node that split: the separator and the page of the new right sibling.
 type Split = Option<(Box<[u8]>, u64)>;
@@ -27,7 +27,7 @@ impl TreeWriter<'_> {
         let value = self.make_value(key.len(), value);
         let Some(r) = *root else {
             let mut leaf = LeafNode::new();
-            leaf.push(key.into(), value);
+            leaf.push(key, value);
             *root = Some(owned(self.new_node(Node::Leaf(leaf))));
             return Ok(false);
         };
@@ -51,7 +51,7 @@ impl TreeWriter<'_> {
         &mut self,
         id: u64,
         key: &[u8],
-        value: Value,
+        value: ValueRef<'_>,
         depth: usize,
     ) -> Result<(Option<Value>, Split)> {
         if depth > MAX_DEPTH {
@@ -65,25 +65,18 @@ impl TreeWriter<'_> {
             }
             Node::Leaf(leaf) => {
                 let (old, at) = match leaf.search(key) {
-                    Ok(i) => {
-                        let new_size = leaf_entry_size(key.len(), &value.as_ref());
-                        let old = std::mem::replace(&mut leaf.entries[i].1, value);
-                        leaf.size =
-                            leaf.size + new_size - leaf_entry_size(key.len(), &old.as_ref());
-                        (Some(old), i)
-                    }
+                    Ok(i) => (Some(leaf.replace(i, value)), i),
                     Err(i) => {
-                        leaf.size += leaf_entry_size(key.len(), &value.as_ref());
-                        leaf.entries.insert(i, (key.into(), value));
+                        leaf.insert(i, key, value);
                         (None, i)
                     }
                 };
                 if leaf.size <= page_size {
                     return Ok((old, None));
                 }
-                let appended = old.is_none() && at + 1 == leaf.entries.len();
+                let appended = old.is_none() && at + 1 == leaf.len();
                 let right = split_leaf(leaf, appended, page_size);
-                let sep = right.entries[0].0.clone();
+                let sep: Box<[u8]> = right.key(0).into();
                 return Ok((old, Some((sep, self.new_node(Node::Leaf(right))))));
             }
         };
@@ -109,23 +102,14 @@ impl TreeWriter<'_> {
 
 /// Moves the upper part of an overfull leaf into a new leaf, which is returned.
 fn split_leaf(leaf: &mut LeafNode, appended: bool, page_size: usize) -> LeafNode {
-    let n = leaf.entries.len();
+    let n = leaf.len();
     let k = if appended {
         n - 1
     } else {
-        let sizes: Vec<usize> = leaf
-            .entries
-            .iter()
-            .map(|(k, v)| leaf_entry_size(k.len(), &v.as_ref()))
-            .collect();
+        let sizes: Vec<usize> = (0..n).map(|i| leaf.entry_size(i)).collect();
         split_point(&sizes, LEAF_HEADER, page_size, false)
     };
-    let mut right = LeafNode::new();
-    for (key, value) in leaf.entries.drain(k..) {
-        right.push(key, value);
-    }
-    leaf.size -= right.size - LEAF_HEADER;
-    right
+    leaf.split_off(k)
 }
 
 /// Splits an overfull branch: returns the separator that moves up and the new right branch.

@@ -6,6 +6,7 @@
 
 mod cursor;
 mod insert;
+mod leaf_node;
 mod node;
 mod pages;
 mod remove;

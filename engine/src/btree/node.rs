@@ -1,34 +1,12 @@
 //! Tree nodes: owned ones being changed by a write transaction, and read-only views that
 //! cover both those and committed pages.
 
+pub(crate) use super::leaf_node::{LeafNode, Value};
 use crate::error::Result;
 use crate::format::{
-    BRANCH_HEADER, BranchPage, ChildRef, LEAF_HEADER, LeafPage, OverflowRef, ValueRef,
-    branch_entry_size, leaf_entry_size,
+    BRANCH_HEADER, BranchPage, ChildRef, LEAF_HEADER, LeafPage, ValueRef, branch_entry_size,
+    leaf_entry_size,
 };
-
-/// A value held by an owned leaf.
-#[derive(Debug, Clone)]
-pub(crate) enum Value {
-    Inline(Box<[u8]>),
-    Overflow(OverflowRef),
-}
-
-impl Value {
-    pub fn as_ref(&self) -> ValueRef<'_> {
-        match self {
-            Value::Inline(v) => ValueRef::Inline(v),
-            Value::Overflow(o) => ValueRef::Overflow(*o),
-        }
-    }
-}
-
-/// A leaf being changed: entries in key order, and the bytes they would take in a page.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LeafNode {
-    pub entries: Vec<(Box<[u8]>, Value)>,
-    pub size: usize,
-}
 
 /// A branch being changed: the leftmost child, then (separator, right child) pairs.
 #[derive(Debug, Clone)]
@@ -43,38 +21,6 @@ pub(crate) struct BranchNode {
 pub(crate) enum Node {
     Leaf(LeafNode),
     Branch(BranchNode),
-}
-
-impl LeafNode {
-    pub fn new() -> LeafNode {
-        LeafNode {
-            entries: Vec::new(),
-            size: LEAF_HEADER,
-        }
-    }
-
-    pub fn from_page(page: &LeafPage<'_>) -> Result<LeafNode> {
-        let mut node = LeafNode::new();
-        node.entries.reserve(page.len());
-        for i in 0..page.len() {
-            let (k, v) = page.entry(i)?;
-            let value = match v {
-                ValueRef::Inline(b) => Value::Inline(b.into()),
-                ValueRef::Overflow(o) => Value::Overflow(o),
-            };
-            node.push(k.into(), value);
-        }
-        Ok(node)
-    }
-
-    pub fn push(&mut self, key: Box<[u8]>, value: Value) {
-        self.size += leaf_entry_size(key.len(), &value.as_ref());
-        self.entries.push((key, value));
-    }
-
-    pub fn search(&self, key: &[u8]) -> std::result::Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| (**k).cmp(key))
-    }
 }
 
 impl BranchNode {
@@ -151,24 +97,21 @@ impl<'a> LeafView<'a> {
     pub fn len(&self) -> usize {
         match self {
             LeafView::Page(p) => p.len(),
-            LeafView::Owned(n) => n.entries.len(),
+            LeafView::Owned(n) => n.len(),
         }
     }
 
     pub fn entry(&self, i: usize) -> Result<(&'a [u8], ValueRef<'a>)> {
         match self {
             LeafView::Page(p) => p.entry(i),
-            LeafView::Owned(n) => {
-                let (k, v) = &n.entries[i];
-                Ok((k, v.as_ref()))
-            }
+            LeafView::Owned(n) => Ok(n.entry(i)),
         }
     }
 
     pub fn key(&self, i: usize) -> Result<&'a [u8]> {
         match self {
             LeafView::Page(p) => p.key(i),
-            LeafView::Owned(n) => Ok(&n.entries[i].0),
+            LeafView::Owned(n) => Ok(n.key(i)),
         }
     }
 

@@ -30,7 +30,7 @@ impl TreeWriter<'_> {
     pub fn shorten(&mut self, root: &mut Option<ChildRef>) {
         while let Some(r) = *root {
             match self.dirty.nodes.get(&r.page) {
-                Some(Node::Leaf(l)) if l.entries.is_empty() => {
+                Some(Node::Leaf(l)) if l.is_empty() => {
                     self.free_page(r.page);
                     *root = None;
                 }
@@ -53,9 +53,7 @@ impl TreeWriter<'_> {
                 let Ok(i) = leaf.search(key) else {
                     return Ok(None);
                 };
-                let (k, v) = leaf.entries.remove(i);
-                leaf.size -= crate::format::leaf_entry_size(k.len(), &v.as_ref());
-                return Ok(Some(v));
+                return Ok(Some(leaf.remove(i)));
             }
             Node::Branch(b) => {
                 let i = b.find_child(key);

@@ -70,11 +70,7 @@ impl TreeWriter<'_> {
     /// to `left`; `sep`, the separator between them, comes along for branches.
     pub fn absorb(&mut self, left: u64, sep: Box<[u8]>, right: Node) -> Result<()> {
         match (self.node_mut(left)?, right) {
-            (Node::Leaf(l), Node::Leaf(r)) => {
-                for (k, v) in r.entries {
-                    l.push(k, v);
-                }
-            }
+            (Node::Leaf(l), Node::Leaf(r)) => l.append(&r),
             (Node::Branch(l), Node::Branch(r)) => {
                 l.push(sep, r.first);
                 for (k, c) in r.entries {
@@ -113,10 +109,10 @@ impl TreeWriter<'_> {
 
     /// The stored form of `value` under a key of `key_len` bytes: inline when the entry
     /// fits half a leaf, else a newly written overflow run.
-    pub fn make_value(&mut self, key_len: usize, value: &[u8]) -> Value {
+    pub fn make_value<'v>(&mut self, key_len: usize, value: &'v [u8]) -> ValueRef<'v> {
         if leaf_entry_size(key_len, &ValueRef::Inline(value)) <= max_inline_entry(self.page_size())
         {
-            return Value::Inline(value.into());
+            return ValueRef::Inline(value);
         }
         let len = value.len() as u32;
         let probe = OverflowRef {
@@ -130,7 +126,7 @@ impl TreeWriter<'_> {
         run[OVERFLOW_HEADER..].copy_from_slice(value);
         let crc = checksum(page, &run);
         self.dirty.overflow.insert(page, run.into_boxed_slice());
-        Value::Overflow(OverflowRef { page, len, crc })
+        ValueRef::Overflow(OverflowRef { page, len, crc })
     }
 
     /// Frees every page of the tree under `root`: its nodes and overflow runs.

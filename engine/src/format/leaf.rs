@@ -56,6 +56,11 @@ impl<'a> LeafPage<'a> {
         self.count
     }
 
+    /// The size of the page.
+    pub fn bytes_len(&self) -> usize {
+        self.bytes.len()
+    }
+
     fn bad(&self, i: usize) -> Error {
         Error::corrupt(self.id, format!("leaf entry {i} out of bounds"))
     }
