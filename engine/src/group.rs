@@ -196,7 +196,6 @@ impl Database {
             }
             if !queue.leading {
                 queue.leading = true;
-                let leading = Leading(inner);
                 // The threads the last group released are about to submit again: wait a
                 // moment for as many batches as it held, so that they share this sync.
                 let deadline = Instant::now() + GATHER;
@@ -214,6 +213,7 @@ impl Database {
                 let group = std::mem::take(&mut queue.waiting);
                 queue.last_group = group.len();
                 drop(queue);
+                let leading = Leading(inner);
                 let outcomes = self.commit_group(group);
                 inner.group().done.extend(outcomes);
                 drop(leading);
