@@ -11,6 +11,13 @@ use rustc_hash::FxHashSet;
 
 use crate::format::FreeRun;
 
+/// How many of the lowest free pages a commit looks through for runs to place its pages in.
+const PLACE_SCAN: usize = 1024;
+
+/// How many runs (of two pages or more) a commit's pages are placed in at most, before the
+/// rest take the lowest free pages.
+const PLACE_RUNS: usize = 8;
+
 /// The allocator state that a write transaction works on and a commit persists.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FreeList {
@@ -101,33 +108,53 @@ impl FreeList {
         first
     }
 
-    /// `n` pages in as few runs of consecutive pages as the free pages allow: the longest
-    /// free runs first, then the end of the file. Returned in page order, so that they
-    /// are written with few positioned writes.
+    /// `n` pages in few runs of consecutive pages: the first free run that holds them all,
+    /// else the longest runs first, then the lowest free pages, then the end of the file.
+    /// Only the lowest [`PLACE_SCAN`] free pages are looked at, so that a commit's cost
+    /// does not grow with a large free set. Returned in page order, so that they are
+    /// written with few positioned writes.
     pub fn alloc_many(&mut self, n: usize) -> Vec<u64> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &p in &self.free {
+        let mut fit = None;
+        for &p in self.free.iter().take(PLACE_SCAN) {
             match runs.last_mut() {
                 Some((first, len)) if *first + *len == p => *len += 1,
                 _ => runs.push((p, 1)),
             }
-        }
-        // Longest first; among equals the lowest, which keeps the file's tail free.
-        runs.sort_unstable_by_key(|&(first, len)| (std::cmp::Reverse(len), first));
-        let mut pages = Vec::with_capacity(n);
-        for (first, len) in runs {
-            if pages.len() == n {
+            if let Some(&(first, len)) = runs.last()
+                && len as usize >= n
+            {
+                fit = Some(first);
                 break;
             }
-            let take = len.min((n - pages.len()) as u64);
-            pages.extend(first..first + take);
+        }
+        let mut pages = Vec::with_capacity(n);
+        if let Some(first) = fit {
+            pages.extend(first..first + n as u64);
+        } else {
+            // The longest runs first (among equals the lowest, which keeps the file's tail
+            // free), at most [`PLACE_RUNS`] of them: picked one by one, not sorted.
+            for _ in 0..PLACE_RUNS {
+                let Some(i) = (0..runs.len()).rev().max_by_key(|&i| runs[i].1) else {
+                    break;
+                };
+                let (first, len) = runs.swap_remove(i);
+                if len < 2 || pages.len() == n {
+                    break;
+                }
+                let take = len.min((n - pages.len()) as u64);
+                pages.extend(first..first + take);
+            }
         }
         for p in &pages {
             self.free.remove(p);
         }
-        let rest = (n - pages.len()) as u64;
-        pages.extend(self.page_count..self.page_count + rest);
-        self.page_count += rest;
+        while pages.len() < n {
+            pages.push(self.free.pop_first().unwrap_or_else(|| {
+                self.page_count += 1;
+                self.page_count - 1
+            }));
+        }
         pages.sort_unstable();
         self.fresh.extend(pages.iter().copied());
         pages
