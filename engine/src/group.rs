@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::db::{Database, Durability, Inner};
 use crate::error::{Error, Result};
-use crate::format::{MAX_VALUE_LEN, max_key_len};
+use crate::table::check_put;
 use crate::write_txn::WriteTxn;
 
 /// A change of one key in a [`Batch`].
@@ -111,25 +111,10 @@ impl Batch {
     /// Checks the limits that would make a put fail, before the batch joins a group. (A
     /// key too long to store cannot be there: deleting it finds nothing.)
     fn validate(&self, page_size: usize) -> Result<()> {
-        let max = max_key_len(page_size);
-        for op in &self.ops {
-            let Op::Put { key, value, .. } = op else {
-                continue;
-            };
-            if key.len() > max {
-                return Err(Error::KeyTooLarge {
-                    len: key.len(),
-                    max,
-                });
-            }
-            if value.len() > MAX_VALUE_LEN {
-                return Err(Error::ValueTooLarge {
-                    len: value.len(),
-                    max: MAX_VALUE_LEN,
-                });
-            }
-        }
-        Ok(())
+        self.ops.iter().try_for_each(|op| match op {
+            Op::Put { key, value, .. } => check_put(page_size, key, value),
+            Op::Delete { .. } => Ok(()),
+        })
     }
 }
 
@@ -150,13 +135,29 @@ pub(crate) struct GroupQueue {
 /// How long a leader waits at most for the batches it expects.
 const GATHER: Duration = Duration::from_micros(100);
 
-/// Clears the leader's mark even if applying the group unwinds, so that waiters go on.
-struct Leading<'a>(&'a Inner);
+/// Clears the leader's mark when the group is done, so that a waiting thread leads next.
+/// If applying the group unwinds, its callers are told so instead of waiting for ever.
+struct Leading<'a> {
+    inner: &'a Inner,
+    tickets: Vec<u64>,
+}
 
 impl Drop for Leading<'_> {
     fn drop(&mut self) {
-        self.0.group().leading = false;
-        self.0.group_cv.notify_all();
+        let mut queue = self.inner.group();
+        if std::thread::panicking() {
+            for &t in &self.tickets {
+                queue.done.entry(t).or_insert_with(|| {
+                    Err(Error::corrupt(
+                        0,
+                        "internal: the group commit's leader panicked",
+                    ))
+                });
+            }
+        }
+        queue.leading = false;
+        drop(queue);
+        self.inner.group_cv.notify_all();
     }
 }
 
@@ -213,7 +214,10 @@ impl Database {
                 let group = std::mem::take(&mut queue.waiting);
                 queue.last_group = group.len();
                 drop(queue);
-                let leading = Leading(inner);
+                let leading = Leading {
+                    inner,
+                    tickets: group.iter().map(|(t, _)| *t).collect(),
+                };
                 let outcomes = self.commit_group(group);
                 inner.group().done.extend(outcomes);
                 drop(leading);

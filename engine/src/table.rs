@@ -163,19 +163,7 @@ impl<'t> TableMut<'t> {
     /// [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`] (nothing changes), or corruption
     /// found on the way.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
-        let max = self.txn.max_key_len();
-        if key.len() > max {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max,
-            });
-        }
-        if value.len() > MAX_VALUE_LEN {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: MAX_VALUE_LEN,
-            });
-        }
+        check_put(self.txn.base.page_size, key, value)?;
         self.txn.with_tree(&self.name, |w, meta| {
             let existed = w.insert(&mut meta.root, key, value)?;
             meta.len += u64::from(!existed);
@@ -240,4 +228,25 @@ impl<'t> TableMut<'t> {
     pub fn is_empty(&self) -> bool {
         self.meta().len == 0
     }
+}
+
+/// Checks the limits a put must meet in a database of `page_size` pages.
+///
+/// # Errors
+/// [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`].
+pub(crate) fn check_put(page_size: usize, key: &[u8], value: &[u8]) -> Result<()> {
+    let max = crate::format::max_key_len(page_size);
+    if key.len() > max {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max,
+        });
+    }
+    if value.len() > MAX_VALUE_LEN {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max: MAX_VALUE_LEN,
+        });
+    }
+    Ok(())
 }

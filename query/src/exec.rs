@@ -204,22 +204,12 @@ impl Session {
         match stmt {
             Statement::Put { key, value } => {
                 let (key, value) = (key.bytes(), value.bytes());
-                let replaced = self.write(
-                    |b, table| {
-                        b.put(table, &key, &value);
-                    },
-                    |t| t.insert(&key, &value),
-                )?;
+                let replaced = self.write(&key, Some(&value))?;
                 Ok(Outcome::Put { replaced })
             }
             Statement::Delete { key } => {
                 let key = key.bytes();
-                let existed = self.write(
-                    |b, table| {
-                        b.delete(table, &key);
-                    },
-                    |t| t.remove(&key),
-                )?;
+                let existed = self.write(&key, None)?;
                 Ok(Outcome::Delete { existed })
             }
             Statement::Get { key } => {
@@ -310,21 +300,24 @@ impl Session {
         Ok(out)
     }
 
-    /// Runs `f` on the current table for writing.
-    /// Runs a one-key change on the current table: `f` in the open transaction, or else
-    /// the change `batch` describes as its own commit, through the engine's group commit
-    /// (so that sessions on several threads share syncs).
-    fn write(
-        &mut self,
-        batch: impl FnOnce(&mut Batch, &str),
-        f: impl FnOnce(&mut TableMut<'_>) -> cairn_engine::Result<bool>,
-    ) -> Result<bool> {
+    /// Stores `value` under `key` in the current table, or (`None`) removes `key`; returns
+    /// whether the key held a value. In the open transaction, or else as a commit of its
+    /// own through the engine's group commit (so that sessions on several threads share
+    /// syncs).
+    fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<bool> {
         let Session { db, table, txn } = self;
         if let Some(txn) = txn {
-            return Ok(f(&mut txn.open_table(table)?)?);
+            let mut t = txn.open_table(table)?;
+            return Ok(match value {
+                Some(v) => t.insert(key, v)?,
+                None => t.remove(key)?,
+            });
         }
         let mut b = Batch::new();
-        batch(&mut b, table);
+        match value {
+            Some(v) => b.put(table, key, v),
+            None => b.delete(table, key),
+        };
         let found = db.commit_batch(b)?;
         Ok(found.first().copied().unwrap_or(false))
     }
