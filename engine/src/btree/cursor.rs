@@ -141,6 +141,10 @@ impl<'a> Cursor<'a> {
 }
 
 /// The entries between two cursors, from either end. Yields an error at most once, then ends.
+///
+/// The front cursor never passes the back one: their keys are compared once, when the
+/// range is made; after that, each step ends the range when it yields the entry both
+/// cursors are on (on different leaves, the front one is the earlier leaf).
 #[derive(Debug, Clone)]
 pub(crate) struct RangeIter<'a> {
     front: Cursor<'a>,
@@ -155,11 +159,13 @@ impl<'a> RangeIter<'a> {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> Result<RangeIter<'a>> {
-        Ok(RangeIter {
-            front: Cursor::seek(pages, root, start, true)?,
-            back: Cursor::seek(pages, root, end, false)?,
-            done: false,
-        })
+        let front = Cursor::seek(pages, root, start, true)?;
+        let back = Cursor::seek(pages, root, end, false)?;
+        let done = match (front.current(), back.current()) {
+            (Some((fl, fi)), Some((bl, bi))) => fl.key(fi)? > bl.key(bi)?,
+            _ => true,
+        };
+        Ok(RangeIter { front, back, done })
     }
 
     /// The next entry from the front or the back.
@@ -178,7 +184,8 @@ impl<'a> RangeIter<'a> {
         let (Some((fl, fi)), Some((bl, bi))) = (self.front.current(), self.back.current()) else {
             return Ok(None);
         };
-        if fl.key(fi)? > bl.key(bi)? {
+        let same_leaf = fl.same(&bl);
+        if same_leaf && fi > bi {
             return Ok(None);
         }
         let (leaf, i, cursor) = if forward {
@@ -191,7 +198,63 @@ impl<'a> RangeIter<'a> {
             ValueRef::Inline(v) => v,
             ValueRef::Overflow(o) => cursor.pages.overflow(o)?,
         };
-        cursor.step(forward)?;
+        if same_leaf && fi == bi {
+            // The last entry between the cursors: the range ends after it.
+            self.done = true;
+        } else {
+            cursor.step(forward)?;
+        }
         Ok(Some((key, value)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Database, Result};
+
+    /// Ranges over a tree of many small leaves, walked from both ends in a mixed order,
+    /// yield each entry between their bounds exactly once — including when the two ends
+    /// meet on the last or first entry of a leaf.
+    #[test]
+    fn both_ends_meet_once_across_leaves() -> Result<()> {
+        let db = Database::builder().page_size(1024).in_memory()?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        let mut t = w.open_table("t")?;
+        for i in 0u16..600 {
+            t.insert(&i.to_be_bytes(), &[0u8; 40])?;
+        }
+        drop(t);
+        w.commit()?;
+        let r = db.begin_read()?;
+        let t = r.open_table("t")?;
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for _ in 0..300 {
+            let (a, b) = ((next() % 620) as u16, (next() % 620) as u16);
+            let (lo, hi) = (a.min(b), a.max(b));
+            let mut it = t.range(&lo.to_be_bytes()[..]..&hi.to_be_bytes()[..])?;
+            let (mut front, mut back) = (Vec::new(), Vec::new());
+            loop {
+                let item = if next() % 2 == 0 {
+                    it.next().map(|e| e.map(|e| (e, &mut front)))
+                } else {
+                    it.next_back().map(|e| e.map(|e| (e, &mut back)))
+                };
+                let Some(item) = item else { break };
+                let ((k, _), side) = item?;
+                side.push(u16::from_be_bytes([k[0], k[1]]));
+            }
+            back.reverse();
+            front.extend(back);
+            let want: Vec<u16> = (lo..hi.min(600)).collect();
+            assert_eq!(front, want, "range {lo}..{hi}");
+        }
+        Ok(())
     }
 }

@@ -103,7 +103,8 @@ impl LeafNode {
     }
 
     pub fn search(&self, key: &[u8]) -> std::result::Result<usize, usize> {
-        self.entries.binary_search_by(|e| self.key_of(e).cmp(key))
+        self.entries
+            .binary_search_by(|e| crate::format::compare(self.key_of(e), key))
     }
 
     fn store(&mut self, value: ValueRef<'_>) -> Stored {

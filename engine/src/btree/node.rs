@@ -68,7 +68,8 @@ impl BranchNode {
     }
 
     pub fn find_child(&self, key: &[u8]) -> usize {
-        self.entries.partition_point(|(k, _)| **k <= *key)
+        self.entries
+            .partition_point(|(k, _)| crate::format::compare(k, key).is_le())
     }
 }
 
@@ -112,6 +113,15 @@ impl<'a> LeafView<'a> {
         match self {
             LeafView::Page(p) => p.key(i),
             LeafView::Owned(n) => Ok(n.key(i)),
+        }
+    }
+
+    /// Whether `self` and `other` are views of the same leaf.
+    pub fn same(&self, other: &LeafView<'_>) -> bool {
+        match (self, other) {
+            (LeafView::Page(a), LeafView::Page(b)) => a.id() == b.id(),
+            (LeafView::Owned(a), LeafView::Owned(b)) => std::ptr::eq(*a, *b),
+            _ => false,
         }
     }
 

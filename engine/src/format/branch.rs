@@ -40,17 +40,26 @@ impl<'a> BranchPage<'a> {
         Error::corrupt(self.id, format!("branch entry {i} out of bounds"))
     }
 
+    /// Where separator `i` starts and its length, if its slot and length are in the page.
+    #[inline(always)]
+    fn entry_at(&self, i: usize) -> Option<(usize, usize)> {
+        let at = get_u16(self.bytes, BRANCH_HEADER + 2 * i)? as usize;
+        let klen = get_u16(self.bytes, at)? as usize;
+        Some((at + 2, klen))
+    }
+
+    #[inline(always)]
+    fn key_at(&self, i: usize) -> Option<&'a [u8]> {
+        let (start, len) = self.entry_at(i)?;
+        self.bytes.get(start..start + len)
+    }
+
     fn entry(&self, i: usize) -> Result<(usize, usize)> {
-        let at = get_u16(self.bytes, BRANCH_HEADER + 2 * i).ok_or_else(|| self.bad(i))? as usize;
-        let klen = get_u16(self.bytes, at).ok_or_else(|| self.bad(i))? as usize;
-        Ok((at + 2, klen))
+        self.entry_at(i).ok_or_else(|| self.bad(i))
     }
 
     pub fn key(&self, i: usize) -> Result<&'a [u8]> {
-        let (start, len) = self.entry(i)?;
-        self.bytes
-            .get(start..start + len)
-            .ok_or_else(|| self.bad(i))
+        self.key_at(i).ok_or_else(|| self.bad(i))
     }
 
     pub fn child(&self, i: usize) -> Result<ChildRef> {
@@ -68,7 +77,10 @@ impl<'a> BranchPage<'a> {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.key(mid)? <= key {
+            let Some(k) = self.key_at(mid) else {
+                return Err(self.bad(mid));
+            };
+            if super::compare(k, key).is_le() {
                 lo = mid + 1;
             } else {
                 hi = mid;

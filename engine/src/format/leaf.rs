@@ -2,9 +2,9 @@
 //! Layout: docs/design.md#leaf-page.
 //!
 //! The page is header, then `count` little-endian `u16` offsets (the slot array, in key
-//! order), then free space, then the entries packed at the end of the page. An entry is
-//! `key_len: u16, flags: u8, value_len: u32, key`, then the value itself or, when flag
-//! bit 0 is set, an overflow reference `first_page: u64, crc: u32`.
+//! order), then free space, then the entries, also in key order, packed at the end of the
+//! page. An entry is `key_len: u16, flags: u8, value_len: u32, key`, then the value itself
+//! or, when flag bit 0 is set, an overflow reference `first_page: u64, crc: u32`.
 
 use super::page::page_count;
 use super::{
@@ -56,6 +56,11 @@ impl<'a> LeafPage<'a> {
         self.count
     }
 
+    /// The page's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The size of the page.
     pub fn bytes_len(&self) -> usize {
         self.bytes.len()
@@ -71,13 +76,16 @@ impl<'a> LeafPage<'a> {
             .ok_or_else(|| self.bad(i))
     }
 
-    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
-        let at = self.entry_start(i)?;
-        let klen = get_u16(self.bytes, at).ok_or_else(|| self.bad(i))? as usize;
+    #[inline(always)]
+    fn key_at(&self, i: usize) -> Option<&'a [u8]> {
+        let at = usize::from(get_u16(self.bytes, LEAF_HEADER + 2 * i)?);
+        let klen = usize::from(get_u16(self.bytes, at)?);
         let start = at + ENTRY_HEADER;
-        self.bytes
-            .get(start..start + klen)
-            .ok_or_else(|| self.bad(i))
+        self.bytes.get(start..start + klen)
+    }
+
+    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
+        self.key_at(i).ok_or_else(|| self.bad(i))
     }
 
     pub fn entry(&self, i: usize) -> Result<(&'a [u8], ValueRef<'a>)> {
@@ -114,7 +122,10 @@ impl<'a> LeafPage<'a> {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.key(mid)?.cmp(key) {
+            let Some(k) = self.key_at(mid) else {
+                return Err(self.bad(mid));
+            };
+            match super::compare(k, key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Ok(Ok(mid)),
@@ -126,41 +137,45 @@ impl<'a> LeafPage<'a> {
 
 /// Writes a leaf holding `entries` (in key order) into `page`. The caller has checked that
 /// they fit: the sum of [`leaf_entry_size`] plus the header is at most the page size.
+///
+/// The entries are laid out in key order too, from the start of the entry area to the end
+/// of the page, so a scan reads the page's memory forwards.
 pub(crate) fn encode_leaf<'e>(
     page: &mut [u8],
     txid: u64,
-    entries: impl ExactSizeIterator<Item = (&'e [u8], ValueRef<'e>)>,
+    entries: impl ExactSizeIterator<Item = (&'e [u8], ValueRef<'e>)> + Clone,
 ) {
     let count = entries.len();
     write_page_header(page, PageKind::Leaf, count as u16, txid);
-    let mut end = page.len();
+    let used: usize = entries
+        .clone()
+        .map(|(k, v)| leaf_entry_size(k.len(), &v) - 2)
+        .sum();
+    let area = page.len() - used;
+    page[LEAF_HEADER + 2 * count..area].fill(0);
+    let mut start = area;
     for (i, (key, value)) in entries.enumerate() {
-        let vbytes = match value {
-            ValueRef::Inline(v) => v.len(),
-            ValueRef::Overflow(_) => OVERFLOW_REF,
-        };
-        let start = end - ENTRY_HEADER - key.len() - vbytes;
         put_u16(page, LEAF_HEADER + 2 * i, start as u16);
         put_u16(page, start, key.len() as u16);
         let kstart = start + ENTRY_HEADER;
         let vstart = kstart + key.len();
         page[kstart..vstart].copy_from_slice(key);
-        match value {
+        start = match value {
             ValueRef::Inline(v) => {
                 page[start + 2] = 0;
                 put_u32(page, start + 3, v.len() as u32);
                 page[vstart..vstart + v.len()].copy_from_slice(v);
+                vstart + v.len()
             }
             ValueRef::Overflow(o) => {
                 page[start + 2] = FLAG_OVERFLOW;
                 put_u32(page, start + 3, o.len);
                 put_u64(page, vstart, o.page);
                 put_u32(page, vstart + 8, o.crc);
+                vstart + OVERFLOW_REF
             }
-        }
-        end = start;
+        };
     }
-    page[LEAF_HEADER + 2 * count..end].fill(0);
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod branch;
 mod catalog;
 mod freelist;
 pub(crate) mod header;
+mod keys;
 mod leaf;
 mod page;
 mod slot;
@@ -15,6 +16,7 @@ pub(crate) use branch::{BranchPage, encode_branch};
 pub(crate) use catalog::TableMeta;
 pub(crate) use freelist::{FreeRun, decode_freelist, encode_freelist, freelist_len};
 pub(crate) use header::{FORMAT_VERSION, HEADER_LEN, Header, MAGIC};
+pub(crate) use keys::compare;
 pub(crate) use leaf::{LeafPage, ValueRef, encode_leaf, leaf_entry_size};
 pub(crate) use page::{
     BRANCH_HEADER, ChildRef, LEAF_HEADER, OVERFLOW_HEADER, OverflowRef, PAGE_HEADER, PageKind,
@@ -43,12 +45,15 @@ pub(crate) fn max_inline_entry(page_size: usize) -> usize {
 /// The longest value accepted.
 pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
 
+#[inline(always)]
 pub(crate) fn get_u16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
+#[inline(always)]
 pub(crate) fn get_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
+#[inline(always)]
 pub(crate) fn get_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
