@@ -140,15 +140,36 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// One end of a range: a cursor, or — for an unbounded end not walked from yet — nothing,
+/// so that a range walked from one end descends the tree once, not twice.
+#[derive(Debug, Clone)]
+enum End<'a> {
+    Unsought,
+    At(Cursor<'a>),
+}
+
+impl<'a> End<'a> {
+    fn current(&self) -> Option<Option<(LeafView<'a>, usize)>> {
+        match self {
+            End::Unsought => None,
+            End::At(c) => Some(c.current()),
+        }
+    }
+}
+
 /// The entries between two cursors, from either end. Yields an error at most once, then ends.
 ///
-/// The front cursor never passes the back one: their keys are compared once, when the
-/// range is made; after that, each step ends the range when it yields the entry both
-/// cursors are on (on different leaves, the front one is the earlier leaf).
+/// The front cursor never passes the back one: their keys are compared once, when both
+/// exist; after that, each step ends the range when it yields the entry both cursors are
+/// on (on different leaves, the front one is the earlier leaf). An unbounded end is sought
+/// only when the range is first walked from it; until then, that end of the tree is the
+/// limit and a cursor running off the tree ends the range.
 #[derive(Debug, Clone)]
 pub(crate) struct RangeIter<'a> {
-    front: Cursor<'a>,
-    back: Cursor<'a>,
+    pages: Pages<'a>,
+    root: Option<ChildRef>,
+    front: End<'a>,
+    back: End<'a>,
     done: bool,
 }
 
@@ -159,13 +180,35 @@ impl<'a> RangeIter<'a> {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> Result<RangeIter<'a>> {
-        let front = Cursor::seek(pages, root, start, true)?;
-        let back = Cursor::seek(pages, root, end, false)?;
-        let done = match (front.current(), back.current()) {
-            (Some((fl, fi)), Some((bl, bi))) => fl.key(fi)? > bl.key(bi)?,
-            _ => true,
+        let seek = |bound: Bound<&[u8]>, forward| -> Result<End<'a>> {
+            Ok(match bound {
+                Bound::Unbounded => End::Unsought,
+                _ => End::At(Cursor::seek(pages, root, bound, forward)?),
+            })
         };
-        Ok(RangeIter { front, back, done })
+        let mut it = RangeIter {
+            pages,
+            root,
+            front: seek(start, true)?,
+            back: seek(end, false)?,
+            done: root.is_none(),
+        };
+        it.check_order()?;
+        Ok(it)
+    }
+
+    /// Ends the range when a cursor is off the tree, or when both exist and are out of order.
+    fn check_order(&mut self) -> Result<()> {
+        match (self.front.current(), self.back.current()) {
+            (Some(None), _) | (_, Some(None)) => self.done = true,
+            (Some(Some((fl, fi))), Some(Some((bl, bi)))) => {
+                if fl.key(fi)? > bl.key(bi)? {
+                    self.done = true;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The next entry from the front or the back.
@@ -181,25 +224,55 @@ impl<'a> RangeIter<'a> {
     }
 
     fn try_advance(&mut self, forward: bool) -> Result<Option<(&'a [u8], &'a [u8])>> {
-        let (Some((fl, fi)), Some((bl, bi))) = (self.front.current(), self.back.current()) else {
+        let end = if forward {
+            &mut self.front
+        } else {
+            &mut self.back
+        };
+        if let End::Unsought = end {
+            *end = End::At(Cursor::seek(
+                self.pages,
+                self.root,
+                Bound::Unbounded,
+                forward,
+            )?);
+            self.check_order()?;
+            if self.done {
+                return Ok(None);
+            }
+        }
+        let (mine, other) = if forward {
+            (&mut self.front, &self.back)
+        } else {
+            (&mut self.back, &self.front)
+        };
+        let End::At(cursor) = mine else {
             return Ok(None);
         };
-        let same_leaf = fl.same(&bl);
-        if same_leaf && fi > bi {
+        let Some((leaf, i)) = cursor.current() else {
             return Ok(None);
-        }
-        let (leaf, i, cursor) = if forward {
-            (fl, fi, &mut self.front)
-        } else {
-            (bl, bi, &mut self.back)
+        };
+        // Whether this entry is the other cursor's too: then it is the range's last.
+        let last = match other.current() {
+            None => false,
+            Some(None) => return Ok(None),
+            Some(Some((ol, oi))) => {
+                if leaf.same(&ol) {
+                    if (forward && i > oi) || (!forward && i < oi) {
+                        return Ok(None);
+                    }
+                    i == oi
+                } else {
+                    false
+                }
+            }
         };
         let (key, value) = leaf.entry(i)?;
         let value = match value {
             ValueRef::Inline(v) => v,
             ValueRef::Overflow(o) => cursor.pages.overflow(o)?,
         };
-        if same_leaf && fi == bi {
-            // The last entry between the cursors: the range ends after it.
+        if last {
             self.done = true;
         } else {
             cursor.step(forward)?;
@@ -210,11 +283,14 @@ impl<'a> RangeIter<'a> {
 
 #[cfg(test)]
 mod tests {
+    use std::ops::{Bound, RangeBounds};
+
     use crate::{Database, Result};
 
-    /// Ranges over a tree of many small leaves, walked from both ends in a mixed order,
-    /// yield each entry between their bounds exactly once — including when the two ends
-    /// meet on the last or first entry of a leaf.
+    /// Ranges over a tree of many small leaves — bounds included, excluded or open, walked
+    /// from one end or from both in a mixed order — yield each entry between their bounds
+    /// exactly once, including when the two ends meet on the last or first entry of a leaf
+    /// and when an open end is first walked from after the other has moved.
     #[test]
     fn both_ends_meet_once_across_leaves() -> Result<()> {
         let db = Database::builder().page_size(1024).in_memory()?;
@@ -235,25 +311,43 @@ mod tests {
             s ^= s << 17;
             s
         };
-        for _ in 0..300 {
+        for _ in 0..600 {
             let (a, b) = ((next() % 620) as u16, (next() % 620) as u16);
             let (lo, hi) = (a.min(b), a.max(b));
-            let mut it = t.range(&lo.to_be_bytes()[..]..&hi.to_be_bytes()[..])?;
+            let (lo_key, hi_key) = (lo.to_be_bytes(), hi.to_be_bytes());
+            let start = match next() % 3 {
+                0 => Bound::Included(&lo_key[..]),
+                1 => Bound::Excluded(&lo_key[..]),
+                _ => Bound::Unbounded,
+            };
+            let end = match next() % 3 {
+                0 => Bound::Included(&hi_key[..]),
+                1 => Bound::Excluded(&hi_key[..]),
+                _ => Bound::Unbounded,
+            };
+            let mut it = t.range::<[u8], _>((start, end))?;
             let (mut front, mut back) = (Vec::new(), Vec::new());
+            // Some walks go one way only, some alternate.
+            let bias = next() % 3;
             loop {
-                let item = if next() % 2 == 0 {
-                    it.next().map(|e| e.map(|e| (e, &mut front)))
-                } else {
-                    it.next_back().map(|e| e.map(|e| (e, &mut back)))
+                let forward = match bias {
+                    0 => true,
+                    1 => false,
+                    _ => next() % 2 == 0,
                 };
+                let item = if forward { it.next() } else { it.next_back() };
                 let Some(item) = item else { break };
-                let ((k, _), side) = item?;
-                side.push(u16::from_be_bytes([k[0], k[1]]));
+                let (k, _) = item?;
+                let k = u16::from_be_bytes([k[0], k[1]]);
+                if forward { front.push(k) } else { back.push(k) }
             }
+            assert!(it.next().is_none() && it.next_back().is_none());
             back.reverse();
             front.extend(back);
-            let want: Vec<u16> = (lo..hi.min(600)).collect();
-            assert_eq!(front, want, "range {lo}..{hi}");
+            let want: Vec<u16> = (0..600u16)
+                .filter(|k| (start, end).contains(&&k.to_be_bytes()[..]))
+                .collect();
+            assert_eq!(front, want, "range {start:?}..{end:?}");
         }
         Ok(())
     }
