@@ -102,11 +102,7 @@ impl WriteTxn {
         self.compacting
             || !self.dirty.nodes.is_empty()
             || !self.dirty.overflow.is_empty()
-            || self.freelist.pending.len()
-                != self
-                    .original
-                    .as_ref()
-                    .map_or(0, |w| w.freelist.pending.len())
+            || self.freelist.freed_committed_pages()
             || self.catalog != (self.base.slot.catalog.page != 0).then_some(self.base.slot.catalog)
     }
 
@@ -123,6 +119,9 @@ impl WriteTxn {
             if self.durability == Durability::Immediate {
                 inner.sync_with(&mut ws)?;
             }
+            // (After the last fallible step: on an error, the caller rolls the free set back.)
+            self.freelist.settle();
+            ws.freelist = std::mem::take(&mut self.freelist);
             return Ok(ws);
         }
 
@@ -187,7 +186,7 @@ impl WriteTxn {
         // 2. Free pages at the end of the file that nobody can see any more leave the file
         //    (the file itself is cut only after a durable commit, below).
         while self.freelist.page_count > crate::pager::FIRST_DATA_PAGE
-            && self.freelist.free.remove(&(self.freelist.page_count - 1))
+            && self.freelist.take(self.freelist.page_count - 1)
         {
             self.freelist.page_count -= 1;
         }
@@ -316,7 +315,7 @@ impl WriteTxn {
         inner
             .commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.freelist.fresh.clear();
+        self.freelist.settle();
         ws.freelist = std::mem::take(&mut self.freelist);
         ws.freelist_run = (freelist_page, freelist_bytes);
         ws.next_txid = txid + 1;

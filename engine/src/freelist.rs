@@ -18,10 +18,22 @@ const PLACE_SCAN: usize = 1024;
 /// rest take the lowest free pages.
 const PLACE_RUNS: usize = 8;
 
+/// A change to the free set by the transaction under way, undone if it does not commit.
+#[derive(Debug, Clone, Copy)]
+enum Undo {
+    Took(u64),
+    Gave(u64),
+}
+
 /// The allocator state that a write transaction works on and a commit persists.
+///
+/// A write transaction changes it in place (it is not copied per transaction, so a large
+/// free set costs nothing to begin a transaction with): every change to `free` after
+/// [`FreeList::begin`] is logged, and [`FreeList::rollback`] undoes them all.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FreeList {
-    /// Pages that may be overwritten now.
+    /// Pages that may be overwritten now. During a transaction, changed only through the
+    /// methods below, which log each change.
     pub free: BTreeSet<u64>,
     /// Pages freed by a commit that a reader or recovery may still need: `(page, freed_by)`.
     pub pending: Vec<(u64, u64)>,
@@ -29,9 +41,68 @@ pub(crate) struct FreeList {
     pub fresh: FxHashSet<u64>,
     /// One past the highest page in use: the file's size in pages.
     pub page_count: u64,
+    /// The transaction's changes to `free`, in order.
+    undo: Vec<Undo>,
+    /// `page_count` and the number of waiting pages when the transaction began.
+    start: (u64, usize),
 }
 
 impl FreeList {
+    /// An empty free set for a file of `page_count` pages.
+    pub fn with_pages(page_count: u64) -> FreeList {
+        FreeList {
+            page_count,
+            ..FreeList::default()
+        }
+    }
+
+    /// Starts a transaction's changes: from here on, [`FreeList::rollback`] returns here.
+    pub fn begin(&mut self) {
+        self.undo.clear();
+        self.fresh.clear();
+        self.start = (self.page_count, self.pending.len());
+    }
+
+    /// Undoes every change since [`FreeList::begin`].
+    pub fn rollback(&mut self) {
+        for u in self.undo.drain(..).rev() {
+            match u {
+                Undo::Took(p) => self.free.insert(p),
+                Undo::Gave(p) => self.free.remove(&p),
+            };
+        }
+        (self.page_count, _) = self.start;
+        self.pending.truncate(self.start.1);
+        self.fresh.clear();
+    }
+
+    /// Keeps the transaction's changes (it committed).
+    pub fn settle(&mut self) {
+        self.undo.clear();
+        self.fresh.clear();
+        self.start = (self.page_count, self.pending.len());
+    }
+
+    /// Whether the transaction under way freed committed pages.
+    pub fn freed_committed_pages(&self) -> bool {
+        self.pending.len() != self.start.1
+    }
+
+    /// Takes free page `page` out of the free set; whether it was there.
+    pub fn take(&mut self, page: u64) -> bool {
+        let taken = self.free.remove(&page);
+        if taken {
+            self.undo.push(Undo::Took(page));
+        }
+        taken
+    }
+
+    fn take_lowest(&mut self) -> Option<u64> {
+        let page = self.free.pop_first()?;
+        self.undo.push(Undo::Took(page));
+        Some(page)
+    }
+
     /// Makes pages freed by commits up to `upto` reusable.
     pub fn release(&mut self, upto: u64) {
         let free = &mut self.free;
@@ -47,7 +118,7 @@ impl FreeList {
 
     /// One page to write.
     pub fn alloc(&mut self) -> u64 {
-        let page = self.free.pop_first().unwrap_or_else(|| {
+        let page = self.take_lowest().unwrap_or_else(|| {
             self.page_count += 1;
             self.page_count - 1
         });
@@ -102,7 +173,7 @@ impl FreeList {
             self.page_count - n
         });
         for p in first..first + n {
-            self.free.remove(&p);
+            self.take(p);
             self.fresh.insert(p);
         }
         first
@@ -146,11 +217,11 @@ impl FreeList {
                 pages.extend(first..first + take);
             }
         }
-        for p in &pages {
-            self.free.remove(p);
+        for &p in &pages {
+            self.take(p);
         }
         while pages.len() < n {
-            pages.push(self.free.pop_first().unwrap_or_else(|| {
+            pages.push(self.take_lowest().unwrap_or_else(|| {
                 self.page_count += 1;
                 self.page_count - 1
             }));
@@ -165,6 +236,7 @@ impl FreeList {
     pub fn free(&mut self, page: u64, txid: u64) {
         if self.fresh.remove(&page) {
             self.free.insert(page);
+            self.undo.push(Undo::Gave(page));
         } else {
             self.pending.push((page, txid));
         }
@@ -287,5 +359,39 @@ mod tests {
         assert_eq!(f.alloc_many(6), vec![3, 7, 10, 11, 30, 31]);
         assert_eq!(f.page_count, 32);
         assert!(f.free.is_empty() && f.fresh.len() == 12);
+    }
+
+    #[test]
+    fn rollback_returns_to_where_the_transaction_began() {
+        let mut f = FreeList::with_pages(40);
+        f.free.extend([3, 4, 5, 9, 12, 13, 14, 15, 30]);
+        f.pending.push((7, 2));
+        let before = |f: &FreeList| (f.free.clone(), f.pending.clone(), f.page_count);
+        let start = before(&f);
+        f.begin();
+        let a = f.alloc();
+        let run = f.alloc_run(4);
+        assert!(f.take(30) && !f.take(30));
+        let many = f.alloc_many(5);
+        f.alloc_at_end(3);
+        f.free(a, 6); // fresh: back to the free set at once
+        f.free(many[0], 6);
+        f.free(20, 6); // committed: waits
+        assert!(f.freed_committed_pages());
+        assert_ne!(before(&f), start);
+        f.rollback();
+        assert_eq!(before(&f), start, "after {a}, {run}, {many:?}");
+        assert!(f.fresh.is_empty() && !f.freed_committed_pages());
+
+        // After a commit (settle), a rollback keeps what was settled.
+        f.begin();
+        let b = f.alloc();
+        f.settle();
+        let settled = before(&f);
+        f.begin();
+        f.free(b, 7);
+        f.alloc_many(3);
+        f.rollback();
+        assert_eq!(before(&f), settled);
     }
 }

@@ -236,10 +236,7 @@ fn walk_new(
 /// reader is left and the opened commit is durable. Runs are checked against the file
 /// before any page is taken from them.
 fn freelist(snap: &Snapshot, runs: Vec<FreeRun>) -> Result<FreeList> {
-    let mut f = FreeList {
-        page_count: snap.slot.page_count,
-        ..FreeList::default()
-    };
+    let mut f = FreeList::with_pages(snap.slot.page_count);
     for (first, count, _) in runs {
         let end = first.checked_add(u64::from(count));
         if first < FIRST_DATA_PAGE || end.is_none_or(|end| end > f.page_count) {

@@ -61,8 +61,9 @@ impl WriteTxn {
             };
         }
         ws.freelist.release(upto);
-        let mut freelist = ws.freelist.clone();
-        freelist.fresh.clear();
+        // The transaction works on the free set in place; a rollback undoes its changes.
+        let mut freelist = std::mem::take(&mut ws.freelist);
+        freelist.begin();
         let catalog = base.slot.catalog;
         Ok(WriteTxn {
             txid: ws.next_txid,
@@ -261,6 +262,8 @@ impl WriteTxn {
             }
             Err(e) => {
                 let mut ws = original;
+                self.freelist.rollback();
+                ws.freelist = std::mem::take(&mut self.freelist);
                 ws.next_txid = self.txid + 1;
                 // The failed commit may have written its slot beside the durable one: put
                 // the last good commit's slot back, if the disk lets us, so that reopening
@@ -278,7 +281,9 @@ impl WriteTxn {
     }
 
     fn rollback_in_place(&mut self) {
-        if let Some(ws) = self.original.take() {
+        if let Some(mut ws) = self.original.take() {
+            self.freelist.rollback();
+            ws.freelist = std::mem::take(&mut self.freelist);
             self.inner.put_writer(ws);
         }
     }
