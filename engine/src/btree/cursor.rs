@@ -201,10 +201,8 @@ impl<'a> RangeIter<'a> {
     fn check_order(&mut self) -> Result<()> {
         match (self.front.current(), self.back.current()) {
             (Some(None), _) | (_, Some(None)) => self.done = true,
-            (Some(Some((fl, fi))), Some(Some((bl, bi)))) => {
-                if fl.key(fi)? > bl.key(bi)? {
-                    self.done = true;
-                }
+            (Some(Some((fl, fi))), Some(Some((bl, bi)))) if fl.key(fi)? > bl.key(bi)? => {
+                self.done = true;
             }
             _ => {}
         }
@@ -256,16 +254,13 @@ impl<'a> RangeIter<'a> {
         let last = match other.current() {
             None => false,
             Some(None) => return Ok(None),
-            Some(Some((ol, oi))) => {
-                if leaf.same(&ol) {
-                    if (forward && i > oi) || (!forward && i < oi) {
-                        return Ok(None);
-                    }
-                    i == oi
-                } else {
-                    false
+            Some(Some((ol, oi))) if leaf.same(&ol) => {
+                if (forward && i > oi) || (!forward && i < oi) {
+                    return Ok(None);
                 }
+                i == oi
             }
+            Some(Some(_)) => false,
         };
         let (key, value) = leaf.entry(i)?;
         let value = match value {
