@@ -1,11 +1,13 @@
 //! Cairn against peer stores, on the same workloads, in one run on one machine:
-//! `cd benches && cargo run --release -- [--keys N] [--runs N] [--stores a,b] [--workloads x,y]`.
+//! `cd benches && cargo run --release -- [--keys N] [--runs N] [--stores a,b] [--workloads x,y]`;
+//! `--memory DIR` measures the memory of a process reading a 1 GiB database instead.
 //!
 //! Every store gets a fresh folder for every measurement; loads that are not measured
 //! happen first. Each figure is the median of the runs. The last column is Cairn's figure
 //! over the best peer's (for latencies, the best peer's over Cairn's): above 1 means Cairn
 //! is ahead.
 
+mod memory;
 mod script;
 mod store;
 mod stores;
@@ -122,9 +124,74 @@ fn on_threads(s: &mut dyn Store, p: &Params, threads: u64) -> R<f64> {
     Ok((threads * per_thread) as f64 / t.elapsed().as_secs_f64())
 }
 
+/// How long readers read beside a writer.
+const READING: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Random gets from `readers` threads, in read transactions of 100 keys each, for
+/// [`READING`] while another thread commits durable single puts of existing keys without
+/// pause; returns gets per second over all readers.
+fn readers_beside_writer(s: &mut dyn Store, p: &Params, readers: usize) -> R<f64> {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let shared = s.shared().ok_or(store::NOT_SHARED)?;
+    let keys = &shuffled(p.keys);
+    let stop = &AtomicBool::new(false);
+    let v = [b'u'; VALUE];
+    let outcome = std::thread::scope(|scope| -> Result<f64, String> {
+        let writer = scope.spawn(move || -> Result<(), String> {
+            for k in keys.iter().cycle() {
+                if stop.load(Relaxed) {
+                    break;
+                }
+                shared.put_durable(k, &v).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        });
+        let start = Instant::now();
+        let handles: Vec<_> = (0..readers)
+            .map(|r| {
+                scope.spawn(move || -> Result<usize, String> {
+                    let mut n = 0;
+                    let mut chunks = keys.chunks(100).cycle().skip(r * 97);
+                    while start.elapsed() < READING {
+                        let chunk = chunks.next().unwrap_or_default();
+                        shared.read_shared(chunk).map_err(|e| e.to_string())?;
+                        n += chunk.len();
+                    }
+                    Ok(n)
+                })
+            })
+            .collect();
+        let mut read = 0;
+        let mut failed = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(n)) => read += n,
+                Ok(Err(e)) => failed = Some(e),
+                Err(_) => failed = Some("a reader panicked".into()),
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        stop.store(true, Relaxed);
+        writer.join().map_err(|_| "the writer panicked".to_owned())??;
+        failed.map_or(Ok(read as f64 / secs), Err)
+    });
+    Ok(outcome?)
+}
+
+/// `p.keys` keys with 1 KiB values, loaded (untimed) in durable batches of 2,000, then each
+/// read once in one read transaction, in key order or shuffled.
+fn gets_of_1k(s: &mut dyn Store, p: &Params, random: bool) -> R<f64> {
+    let keys = sequential(p.keys);
+    let v = [b'k'; 1024];
+    keys.chunks(2000)
+        .try_for_each(|c| s.write(&mut c.iter().map(|k| (&k[..], Some(&v[..]))), true))?;
+    let order = if random { shuffled(p.keys) } else { keys };
+    per_second(p.keys, || s.read(&order).map(|_| ()))
+}
+
 const BIG: usize = 32 << 20;
 
-const WORKLOADS: [Workload; 22] = [
+const WORKLOADS: [Workload; 26] = [
     Workload {
         name: "insert, sequential, 1 txn",
         unit: Unit::PerSecond,
@@ -160,6 +227,18 @@ const WORKLOADS: [Workload; 22] = [
             let keys = sequential(p.keys);
             per_second(p.keys, || s.read(&keys).map(|_| ()))
         },
+    },
+    Workload {
+        name: "get, random, 1 reader beside a writer",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| readers_beside_writer(s, p, 1),
+    },
+    Workload {
+        name: "get, random, 2 readers beside a writer",
+        unit: Unit::PerSecond,
+        loaded: true,
+        run: |s, p| readers_beside_writer(s, p, 2),
     },
     Workload {
         name: "scan, full",
@@ -277,6 +356,18 @@ const WORKLOADS: [Workload; 22] = [
         unit: Unit::PerSecond,
         loaded: false,
         run: |s, p| batches_of_1k(s, &shuffled(p.keys)),
+    },
+    Workload {
+        name: "1 KiB values, get, sequential",
+        unit: Unit::PerSecond,
+        loaded: false,
+        run: |s, p| gets_of_1k(s, p, false),
+    },
+    Workload {
+        name: "1 KiB values, get, random",
+        unit: Unit::PerSecond,
+        loaded: false,
+        run: |s, p| gets_of_1k(s, p, true),
     },
     Workload {
         name: "1 KiB values, 32 MiB in 1 txn",
@@ -405,6 +496,14 @@ fn main() -> R<()> {
                 ))
             }
             "--eventual" => durable = false,
+            "--memory" => {
+                return memory::run(std::path::Path::new(&args.next().ok_or("--memory DIR")?));
+            }
+            "--memory-probe" => {
+                return memory::probe(std::path::Path::new(
+                    &args.next().ok_or("--memory-probe FILE")?,
+                ));
+            }
             _ => return Err(format!("unknown argument {a}").into()),
         }
     }

@@ -7,10 +7,12 @@ pub type R<T> = Result<T, Box<dyn Error>>;
 /// One change: a value to store under a key, or (`None`) a key to remove.
 pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
 
-/// A durable commit of one put that several threads may call at once, each call its own
-/// transaction.
-pub trait SharedPut: Sync {
+/// What several threads may call at once: durable single-put commits, each its own
+/// transaction, and reads.
+pub trait Shared: Sync {
     fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()>;
+    /// As [`Store::read`]: every key of `keys` in one read transaction.
+    fn read_shared(&self, keys: &[[u8; 8]]) -> R<usize>;
 }
 
 /// Why a store has no figure in a row: its adapter does not share it between threads.
@@ -28,7 +30,7 @@ pub trait Store {
     /// Reads up to `limit` entries from `start` in key order; returns how many.
     fn range(&self, start: &[u8], limit: usize) -> R<usize>;
     /// The store as several threads can use it, if its adapter allows.
-    fn shared(&self) -> Option<&dyn SharedPut> {
+    fn shared(&self) -> Option<&dyn Shared> {
         None
     }
 }

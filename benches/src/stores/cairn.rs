@@ -4,7 +4,7 @@ use std::path::Path;
 
 use cairn_engine::{Batch, Database, Durability};
 
-use crate::store::{Change, R, SharedPut, Store};
+use crate::store::{Change, R, Shared, Store};
 
 pub struct Cairn(Database);
 
@@ -20,7 +20,7 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Cairn {
-    fn shared(&self) -> Option<&dyn SharedPut> {
+    fn shared(&self) -> Option<&dyn Shared> {
         Some(self)
     }
 
@@ -69,12 +69,16 @@ impl Store for Cairn {
     }
 }
 
-impl SharedPut for Cairn {
+impl Shared for Cairn {
     fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
         // Batches from several threads commit together under one sync (group commit).
         let mut b = Batch::new();
         b.put("t", key, value).set_durability(Durability::Immediate);
         self.0.commit_batch(b)?;
         Ok(())
+    }
+
+    fn read_shared(&self, keys: &[[u8; 8]]) -> R<usize> {
+        Store::read(self, keys)
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use crate::store::{Change, R, SharedPut, Store};
+use crate::store::{Change, R, Shared, Store};
 
 pub struct Fjall {
     db: Database,
@@ -18,7 +18,7 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Fjall {
-    fn shared(&self) -> Option<&dyn SharedPut> {
+    fn shared(&self) -> Option<&dyn Shared> {
         Some(self)
     }
 
@@ -59,11 +59,15 @@ impl Store for Fjall {
     }
 }
 
-impl SharedPut for Fjall {
+impl Shared for Fjall {
     fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
         let mut batch = self.db.batch().durability(Some(PersistMode::SyncData));
         batch.insert(&self.keyspace, key, value);
         batch.commit()?;
         Ok(())
+    }
+
+    fn read_shared(&self, keys: &[[u8; 8]]) -> R<usize> {
+        Store::read(self, keys)
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use heed::types::Bytes;
 use heed::{Env, EnvOpenOptions};
 
-use crate::store::{Change, R, SharedPut, Store};
+use crate::store::{Change, R, Shared, Store};
 
 pub struct Lmdb {
     env: Env,
@@ -30,7 +30,7 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Lmdb {
-    fn shared(&self) -> Option<&dyn SharedPut> {
+    fn shared(&self) -> Option<&dyn Shared> {
         Some(self)
     }
 
@@ -82,11 +82,15 @@ impl Store for Lmdb {
     }
 }
 
-impl SharedPut for Lmdb {
+impl Shared for Lmdb {
     fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
         let mut w = self.env.write_txn()?;
         self.db.put(&mut w, key, value)?;
         w.commit()?;
         Ok(())
+    }
+
+    fn read_shared(&self, keys: &[[u8; 8]]) -> R<usize> {
+        Store::read(self, keys)
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use redb::{Durability, ReadableDatabase, TableDefinition};
 
-use crate::store::{Change, R, SharedPut, Store};
+use crate::store::{Change, R, Shared, Store};
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("t");
 
@@ -19,7 +19,7 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Redb {
-    fn shared(&self) -> Option<&dyn SharedPut> {
+    fn shared(&self) -> Option<&dyn Shared> {
         Some(self)
     }
 
@@ -71,12 +71,16 @@ impl Store for Redb {
     }
 }
 
-impl SharedPut for Redb {
+impl Shared for Redb {
     fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
         let mut w = self.0.begin_write()?;
         w.set_durability(Durability::Immediate)?;
         drop(w.open_table(TABLE)?.insert(key, value)?);
         w.commit()?;
         Ok(())
+    }
+
+    fn read_shared(&self, keys: &[[u8; 8]]) -> R<usize> {
+        Store::read(self, keys)
     }
 }

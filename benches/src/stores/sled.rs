@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::store::{Change, R, SharedPut, Store};
+use crate::store::{Change, R, Shared, Store};
 
 pub struct Sled(sled::Db);
 
@@ -12,7 +12,7 @@ pub fn open(dir: &Path) -> R<Box<dyn Store>> {
 }
 
 impl Store for Sled {
-    fn shared(&self) -> Option<&dyn SharedPut> {
+    fn shared(&self) -> Option<&dyn Shared> {
         Some(self)
     }
 
@@ -53,10 +53,14 @@ impl Store for Sled {
     }
 }
 
-impl SharedPut for Sled {
+impl Shared for Sled {
     fn put_durable(&self, key: &[u8], value: &[u8]) -> R<()> {
         self.0.insert(key, value)?;
         self.0.flush()?;
         Ok(())
+    }
+
+    fn read_shared(&self, keys: &[[u8; 8]]) -> R<usize> {
+        Store::read(self, keys)
     }
 }
