@@ -76,11 +76,9 @@ impl FreeList {
         self.fresh.clear();
     }
 
-    /// Keeps the transaction's changes (it committed).
+    /// Keeps the transaction's changes (it committed): a later rollback returns here.
     pub fn settle(&mut self) {
-        self.undo.clear();
-        self.fresh.clear();
-        self.start = (self.page_count, self.pending.len());
+        self.begin();
     }
 
     /// Whether the transaction under way freed committed pages.

@@ -149,6 +149,7 @@ enum End<'a> {
 }
 
 impl<'a> End<'a> {
+    /// `None` while not sought; else the cursor's entry (`Some(None)`: off the tree).
     fn current(&self) -> Option<Option<(LeafView<'a>, usize)>> {
         match self {
             End::Unsought => None,
@@ -280,25 +281,14 @@ impl<'a> RangeIter<'a> {
 mod tests {
     use std::ops::{Bound, RangeBounds};
 
-    use crate::{Database, Result};
+    use crate::{Database, Range, Result};
 
-    /// Ranges over a tree of many small leaves — bounds included, excluded or open, walked
-    /// from one end or from both in a mixed order — yield each entry between their bounds
-    /// exactly once, including when the two ends meet on the last or first entry of a leaf
-    /// and when an open end is first walked from after the other has moved.
-    #[test]
-    fn both_ends_meet_once_across_leaves() -> Result<()> {
-        let db = Database::builder().page_size(1024).in_memory()?;
-        let mut w = db.begin_write()?;
-        w.create_table("t")?;
-        let mut t = w.open_table("t")?;
-        for i in 0u16..600 {
-            t.insert(&i.to_be_bytes(), &[0u8; 40])?;
-        }
-        drop(t);
-        w.commit()?;
-        let r = db.begin_read()?;
-        let t = r.open_table("t")?;
+    type Bounds<'k> = (Bound<&'k [u8]>, Bound<&'k [u8]>);
+
+    /// Walks 600 random ranges of a table holding keys `0..600` (bounds included, excluded
+    /// or open; walked from one end or from both in a mixed order) and checks that each
+    /// yields every key between its bounds exactly once.
+    fn walk_random_ranges<'t>(range: impl Fn(Bounds<'_>) -> Result<Range<'t>>) -> Result<()> {
         let mut s = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             s ^= s << 13;
@@ -320,7 +310,7 @@ mod tests {
                 1 => Bound::Excluded(&hi_key[..]),
                 _ => Bound::Unbounded,
             };
-            let mut it = t.range::<[u8], _>((start, end))?;
+            let mut it = range((start, end))?;
             let (mut front, mut back) = (Vec::new(), Vec::new());
             // Some walks go one way only, some alternate.
             let bias = next() % 3;
@@ -345,5 +335,26 @@ mod tests {
             assert_eq!(front, want, "range {start:?}..{end:?}");
         }
         Ok(())
+    }
+
+    /// Ranges over many small leaves yield each entry once, including when the two ends
+    /// meet on the last or first entry of a leaf and when an open end is first walked from
+    /// after the other has moved: over committed pages, and over the nodes a write
+    /// transaction owns.
+    #[test]
+    fn both_ends_meet_once_across_leaves() -> Result<()> {
+        let db = Database::builder().page_size(1024).in_memory()?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        let mut t = w.open_table("t")?;
+        for i in 0u16..600 {
+            t.insert(&i.to_be_bytes(), &[0u8; 40])?;
+        }
+        walk_random_ranges(|b| t.range::<[u8], _>(b))?;
+        drop(t);
+        w.commit()?;
+        let r = db.begin_read()?;
+        let t = r.open_table("t")?;
+        walk_random_ranges(|b| t.range::<[u8], _>(b))
     }
 }

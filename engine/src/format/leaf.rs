@@ -70,15 +70,19 @@ impl<'a> LeafPage<'a> {
         Error::corrupt(self.id, format!("leaf entry {i} out of bounds"))
     }
 
+    /// Where entry `i` starts, read from its slot.
+    #[inline(always)]
+    fn slot(&self, i: usize) -> Option<usize> {
+        get_u16(self.bytes, LEAF_HEADER + 2 * i).map(usize::from)
+    }
+
     fn entry_start(&self, i: usize) -> Result<usize> {
-        get_u16(self.bytes, LEAF_HEADER + 2 * i)
-            .map(usize::from)
-            .ok_or_else(|| self.bad(i))
+        self.slot(i).ok_or_else(|| self.bad(i))
     }
 
     #[inline(always)]
     fn key_at(&self, i: usize) -> Option<&'a [u8]> {
-        let at = usize::from(get_u16(self.bytes, LEAF_HEADER + 2 * i)?);
+        let at = self.slot(i)?;
         let klen = usize::from(get_u16(self.bytes, at)?);
         let start = at + ENTRY_HEADER;
         self.bytes.get(start..start + klen)
@@ -203,6 +207,11 @@ mod tests {
         encode_leaf(&mut page, 3, entries.iter().copied());
         let leaf = LeafPage::new(&page, 1)?;
         assert_eq!(leaf.len(), 4);
+        let starts: Vec<usize> = (0..4).filter_map(|i| leaf.slot(i)).collect();
+        assert!(
+            starts.windows(2).all(|w| w[0] < w[1]),
+            "entries laid out in key order: {starts:?}"
+        );
         for (i, e) in entries.iter().enumerate() {
             assert_eq!(&leaf.entry(i)?, e);
             assert_eq!(leaf.key(i)?, e.0);
