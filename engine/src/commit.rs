@@ -10,8 +10,7 @@ use crate::btree::Node;
 use crate::db::{Durability, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{
-    ChildRef, SLOT_OFFSET, Slot, checksum, encode_branch, encode_freelist, encode_leaf,
-    freelist_len,
+    ChildRef, SLOT_OFFSET, Slot, checksum, encode_branch, encode_freelist, freelist_len,
 };
 use crate::freelist::FreeList;
 use crate::pager::Snapshot;
@@ -61,12 +60,11 @@ fn finalize(
     page_size: usize,
     out: &mut Vec<(u64, Box<[u8]>)>,
 ) -> Result<ChildRef> {
-    let Some(mut node) = nodes.remove(&r.page) else {
+    let Some(node) = nodes.remove(&r.page) else {
         return Ok(r);
     };
-    let mut page = vec![0u8; page_size].into_boxed_slice();
-    match &mut node {
-        Node::Branch(b) => {
+    let page = match node {
+        Node::Branch(mut b) => {
             b.first = finalize(nodes, placed, b.first, txid, page_size, out)?;
             for (_, child) in &mut b.entries {
                 *child = finalize(nodes, placed, *child, txid, page_size, out)?;
@@ -77,20 +75,17 @@ fn finalize(
                     "internal: branch larger than a page",
                 ));
             }
+            let mut page = vec![0u8; page_size].into_boxed_slice();
             encode_branch(
                 &mut page,
                 txid,
                 b.first,
                 b.entries.iter().map(|(k, c)| (&**k, *c)),
             );
+            page
         }
-        Node::Leaf(l) => {
-            if l.size > page_size {
-                return Err(Error::corrupt(r.page, "internal: leaf larger than a page"));
-            }
-            encode_leaf(&mut page, txid, (0..l.len()).map(|i| l.entry(i)));
-        }
-    }
+        Node::Leaf(l) => l.finish(txid)?,
+    };
     let id = placed.get(&r.page).copied().unwrap_or(r.page);
     let crc = checksum(id, &page);
     out.push((id, page));

@@ -218,7 +218,7 @@ impl Mover {
             }
             Node::Leaf(l) => {
                 for (i, now) in moved_runs {
-                    l.set_overflow(i, now);
+                    l.set_overflow(i, now)?;
                 }
             }
         }

@@ -6,7 +6,9 @@
 use super::writer::split_point;
 use super::{BranchNode, LeafNode, MAX_DEPTH, Node, TreeWriter, Value};
 use crate::error::{Error, Result};
-use crate::format::{BRANCH_HEADER, ChildRef, LEAF_HEADER, ValueRef, branch_entry_size};
+use crate::format::{
+    BRANCH_HEADER, ChildRef, LEAF_HEADER, ValueRef, branch_entry_size, leaf_entry_size,
+};
 
 /// A node that split: the separator and the page of the new right sibling.
 type Split = Option<(Box<[u8]>, u64)>;
@@ -26,8 +28,8 @@ impl TreeWriter<'_> {
     ) -> Result<bool> {
         let value = self.make_value(key.len(), value);
         let Some(r) = *root else {
-            let mut leaf = LeafNode::new();
-            leaf.push(key, value);
+            let mut leaf = LeafNode::new(self.page_size());
+            leaf.push(key, value)?;
             *root = Some(owned(self.new_node(Node::Leaf(leaf))));
             return Ok(false);
         };
@@ -64,19 +66,23 @@ impl TreeWriter<'_> {
                 (i, b.child(i))
             }
             Node::Leaf(leaf) => {
-                let (old, at) = match leaf.search(key) {
-                    Ok(i) => (Some(leaf.replace(i, value)), i),
-                    Err(i) => {
-                        leaf.insert(i, key, value);
-                        (None, i)
-                    }
+                let found = leaf.search(key)?;
+                let replaced = match found {
+                    Ok(i) => leaf.entry_size(i)?,
+                    Err(_) => 0,
                 };
-                if leaf.size <= page_size {
+                if leaf.size - replaced + leaf_entry_size(key.len(), &value) <= page_size {
+                    let old = match found {
+                        Ok(i) => Some(leaf.replace(i, value)?),
+                        Err(i) => {
+                            leaf.insert(i, key, value)?;
+                            None
+                        }
+                    };
                     return Ok((old, None));
                 }
-                let appended = old.is_none() && at + 1 == leaf.len();
-                let right = split_leaf(leaf, appended, page_size);
-                let sep: Box<[u8]> = right.key(0).into();
+                let (old, right) = split_leaf(leaf, found, key, value)?;
+                let sep: Box<[u8]> = right.key(0)?.into();
                 return Ok((old, Some((sep, self.new_node(Node::Leaf(right))))));
             }
         };
@@ -100,16 +106,40 @@ impl TreeWriter<'_> {
     }
 }
 
-/// Moves the upper part of an overfull leaf into a new leaf, which is returned.
-fn split_leaf(leaf: &mut LeafNode, appended: bool, page_size: usize) -> LeafNode {
-    let n = leaf.len();
-    let k = if appended {
-        n - 1
-    } else {
-        let sizes: Vec<usize> = (0..n).map(|i| leaf.entry_size(i)).collect();
-        split_point(&sizes, LEAF_HEADER, page_size, false)
+/// Splits a leaf that has no room for `key` and `value` (at `found`, as its search gave):
+/// the leaf keeps the lower part, the returned new leaf holds the upper part; also returns
+/// the value replaced, if any.
+///
+/// A key appended after all others starts the new leaf alone and leaves this one full.
+fn split_leaf(
+    leaf: &mut LeafNode,
+    found: std::result::Result<usize, usize>,
+    key: &[u8],
+    value: ValueRef<'_>,
+) -> Result<(Option<Value>, LeafNode)> {
+    let page_size = leaf.page_size();
+    if found == Err(leaf.len()) {
+        let mut right = LeafNode::new(page_size);
+        right.push(key, value)?;
+        return Ok((None, right));
+    }
+    let mut entries = leaf.entries()?;
+    let old = match found {
+        Ok(i) => Some(Value::of(&std::mem::replace(&mut entries[i].1, value))),
+        Err(i) => {
+            entries.insert(i, (key, value));
+            None
+        }
     };
-    leaf.split_off(k)
+    let sizes: Vec<usize> = entries
+        .iter()
+        .map(|(k, v)| leaf_entry_size(k.len(), v))
+        .collect();
+    let k = split_point(&sizes, LEAF_HEADER, page_size, false);
+    let left = LeafNode::with_entries(page_size, &entries[..k]);
+    let right = LeafNode::with_entries(page_size, &entries[k..]);
+    *leaf = left;
+    Ok((old, right))
 }
 
 /// Splits an overfull branch: returns the separator that moves up and the new right branch.

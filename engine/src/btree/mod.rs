@@ -6,7 +6,6 @@
 
 mod cursor;
 mod insert;
-mod leaf_node;
 mod node;
 mod pages;
 mod remove;

@@ -1,12 +1,11 @@
 //! Tree nodes: owned ones being changed by a write transaction, and read-only views that
 //! cover both those and committed pages.
 
-pub(crate) use super::leaf_node::{LeafNode, Value};
 use crate::error::Result;
 use crate::format::{
-    BRANCH_HEADER, BranchPage, ChildRef, LEAF_HEADER, LeafPage, ValueRef, branch_entry_size,
-    leaf_entry_size,
+    BRANCH_HEADER, BranchPage, ChildRef, LEAF_HEADER, LeafPage, branch_entry_size, leaf_entry_size,
 };
+pub(crate) use crate::format::{LeafNode, Value};
 
 /// A branch being changed: the leftmost child, then (separator, right child) pairs.
 #[derive(Debug, Clone)]
@@ -73,12 +72,8 @@ impl BranchNode {
     }
 }
 
-/// A leaf to read: a committed page or an owned node.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum LeafView<'a> {
-    Page(LeafPage<'a>),
-    Owned(&'a LeafNode),
-}
+/// A leaf to read: a committed page, or the page of a leaf the transaction is editing.
+pub(crate) type LeafView<'a> = LeafPage<'a>;
 
 /// A branch to read: a committed page or an owned node.
 #[derive(Debug, Clone, Copy)]
@@ -92,45 +87,6 @@ pub(crate) enum BranchView<'a> {
 pub(crate) enum NodeView<'a> {
     Leaf(LeafView<'a>),
     Branch(BranchView<'a>),
-}
-
-impl<'a> LeafView<'a> {
-    pub fn len(&self) -> usize {
-        match self {
-            LeafView::Page(p) => p.len(),
-            LeafView::Owned(n) => n.len(),
-        }
-    }
-
-    pub fn entry(&self, i: usize) -> Result<(&'a [u8], ValueRef<'a>)> {
-        match self {
-            LeafView::Page(p) => p.entry(i),
-            LeafView::Owned(n) => Ok(n.entry(i)),
-        }
-    }
-
-    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
-        match self {
-            LeafView::Page(p) => p.key(i),
-            LeafView::Owned(n) => Ok(n.key(i)),
-        }
-    }
-
-    /// Whether `self` and `other` are views of the same leaf.
-    pub fn same(&self, other: &LeafView<'_>) -> bool {
-        match (self, other) {
-            (LeafView::Page(a), LeafView::Page(b)) => a.id() == b.id(),
-            (LeafView::Owned(a), LeafView::Owned(b)) => std::ptr::eq(*a, *b),
-            _ => false,
-        }
-    }
-
-    pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
-        match self {
-            LeafView::Page(p) => p.search(key),
-            LeafView::Owned(n) => Ok(n.search(key)),
-        }
-    }
 }
 
 impl BranchView<'_> {
@@ -169,7 +125,6 @@ impl NodeView<'_> {
     /// The bytes the node takes in a page, header included.
     pub fn size(&self) -> Result<usize> {
         Ok(match self {
-            NodeView::Leaf(LeafView::Owned(n)) => n.size,
             NodeView::Branch(BranchView::Owned(n)) => n.size,
             NodeView::Leaf(l) => {
                 let mut size = LEAF_HEADER;

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::{BranchView, LeafView, Node, NodeView};
+use super::{BranchView, Node, NodeView};
 use crate::error::Result;
 use crate::format::{ChildRef, OVERFLOW_HEADER, OverflowRef};
 use crate::pager::{Snapshot, TreePage};
@@ -28,12 +28,12 @@ impl<'a> Pages<'a> {
     pub fn node(&self, r: ChildRef) -> Result<NodeView<'a>> {
         if let Some(node) = self.dirty.and_then(|d| d.nodes.get(&r.page)) {
             return Ok(match node {
-                Node::Leaf(l) => NodeView::Leaf(LeafView::Owned(l)),
+                Node::Leaf(l) => NodeView::Leaf(l.page(r.page)),
                 Node::Branch(b) => NodeView::Branch(BranchView::Owned(b)),
             });
         }
         Ok(match self.snapshot.tree_page(r)? {
-            TreePage::Leaf(l) => NodeView::Leaf(LeafView::Page(l)),
+            TreePage::Leaf(l) => NodeView::Leaf(l),
             TreePage::Branch(b) => NodeView::Branch(BranchView::Page(b)),
         })
     }

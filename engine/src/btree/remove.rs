@@ -50,10 +50,10 @@ impl TreeWriter<'_> {
         }
         let (i, child) = match self.node_mut(id)? {
             Node::Leaf(leaf) => {
-                let Ok(i) = leaf.search(key) else {
+                let Ok(i) = leaf.search(key)? else {
                     return Ok(None);
                 };
-                return Ok(Some(leaf.remove(i)));
+                return Ok(Some(leaf.remove(i)?));
             }
             Node::Branch(b) => {
                 let i = b.find_child(key);

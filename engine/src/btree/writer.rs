@@ -70,7 +70,7 @@ impl TreeWriter<'_> {
     /// to `left`; `sep`, the separator between them, comes along for branches.
     pub fn absorb(&mut self, left: u64, sep: Box<[u8]>, right: Node) -> Result<()> {
         match (self.node_mut(left)?, right) {
-            (Node::Leaf(l), Node::Leaf(r)) => l.append(&r),
+            (Node::Leaf(l), Node::Leaf(r)) => l.append(&r)?,
             (Node::Branch(l), Node::Branch(r)) => {
                 l.push(sep, r.first);
                 for (k, c) in r.entries {

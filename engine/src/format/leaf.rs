@@ -2,8 +2,8 @@
 //! Layout: docs/design.md#leaf-page.
 //!
 //! The page is header, then `count` little-endian `u16` offsets (the slot array, in key
-//! order), then free space, then the entries, also in key order, packed at the end of the
-//! page. An entry is `key_len: u16, flags: u8, value_len: u32, key`, then the value itself
+//! order), then free space, then the entries, packed at the end of the page (in key order
+//! when the page is written whole by [`encode_leaf`]; in any order once edited in place). An entry is `key_len: u16, flags: u8, value_len: u32, key`, then the value itself
 //! or, when flag bit 0 is set, an overflow reference `first_page: u64, crc: u32`.
 
 use super::page::page_count;
@@ -52,6 +52,11 @@ impl<'a> LeafPage<'a> {
         Ok(LeafPage { bytes, id, count })
     }
 
+    /// A view of a page whose header says it holds `count` entries (a leaf being edited).
+    pub(super) fn trusted(bytes: &'a [u8], id: u64, count: usize) -> LeafPage<'a> {
+        LeafPage { bytes, id, count }
+    }
+
     pub fn len(&self) -> usize {
         self.count
     }
@@ -61,9 +66,14 @@ impl<'a> LeafPage<'a> {
         self.id
     }
 
-    /// The size of the page.
-    pub fn bytes_len(&self) -> usize {
-        self.bytes.len()
+    /// Whether `self` and `other` are views of the same page.
+    pub fn same(&self, other: &LeafPage<'_>) -> bool {
+        self.id == other.id
+    }
+
+    /// The page's bytes.
+    pub(super) fn bytes(&self) -> &'a [u8] {
+        self.bytes
     }
 
     fn bad(&self, i: usize) -> Error {
@@ -72,7 +82,7 @@ impl<'a> LeafPage<'a> {
 
     /// Where entry `i` starts, read from its slot.
     #[inline(always)]
-    fn slot(&self, i: usize) -> Option<usize> {
+    pub(super) fn slot(&self, i: usize) -> Option<usize> {
         get_u16(self.bytes, LEAF_HEADER + 2 * i).map(usize::from)
     }
 
@@ -160,26 +170,54 @@ pub(crate) fn encode_leaf<'e>(
     let mut start = area;
     for (i, (key, value)) in entries.enumerate() {
         put_u16(page, LEAF_HEADER + 2 * i, start as u16);
-        put_u16(page, start, key.len() as u16);
-        let kstart = start + ENTRY_HEADER;
-        let vstart = kstart + key.len();
-        page[kstart..vstart].copy_from_slice(key);
-        start = match value {
-            ValueRef::Inline(v) => {
-                page[start + 2] = 0;
-                put_u32(page, start + 3, v.len() as u32);
-                page[vstart..vstart + v.len()].copy_from_slice(v);
-                vstart + v.len()
-            }
-            ValueRef::Overflow(o) => {
-                page[start + 2] = FLAG_OVERFLOW;
-                put_u32(page, start + 3, o.len);
-                put_u64(page, vstart, o.page);
-                put_u32(page, vstart + 8, o.crc);
-                vstart + OVERFLOW_REF
-            }
-        };
+        start = write_entry(page, start, key, value);
     }
+}
+
+/// Writes one entry at `start` (the caller has checked that it fits); returns where it ends.
+pub(super) fn write_entry(page: &mut [u8], start: usize, key: &[u8], value: ValueRef<'_>) -> usize {
+    put_u16(page, start, key.len() as u16);
+    let kstart = start + ENTRY_HEADER;
+    page[kstart..kstart + key.len()].copy_from_slice(key);
+    write_value(page, start, key.len(), value)
+}
+
+/// Writes the value part of the entry at `start` whose key is `key_len` bytes long; returns
+/// where the entry ends.
+fn write_value(page: &mut [u8], start: usize, key_len: usize, value: ValueRef<'_>) -> usize {
+    let vstart = start + ENTRY_HEADER + key_len;
+    match value {
+        ValueRef::Inline(v) => {
+            page[start + 2] = 0;
+            put_u32(page, start + 3, v.len() as u32);
+            page[vstart..vstart + v.len()].copy_from_slice(v);
+            vstart + v.len()
+        }
+        ValueRef::Overflow(o) => {
+            page[start + 2] = FLAG_OVERFLOW;
+            put_u32(page, start + 3, o.len);
+            put_u64(page, vstart, o.page);
+            put_u32(page, vstart + 8, o.crc);
+            vstart + OVERFLOW_REF
+        }
+    }
+}
+
+/// Overwrites the value of the entry at `start`, whose key is `key_len` bytes long and
+/// which takes `old_size` bytes (its [`leaf_entry_size`]), when the entry with `value`
+/// takes exactly as many; returns whether it did.
+pub(super) fn overwrite_value(
+    page: &mut [u8],
+    start: usize,
+    key_len: usize,
+    old_size: usize,
+    value: ValueRef<'_>,
+) -> bool {
+    if old_size != leaf_entry_size(key_len, &value) {
+        return false;
+    }
+    write_value(page, start, key_len, value);
+    true
 }
 
 #[cfg(test)]

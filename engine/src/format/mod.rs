@@ -9,6 +9,7 @@ mod freelist;
 pub(crate) mod header;
 mod keys;
 mod leaf;
+mod leaf_edit;
 mod page;
 mod slot;
 
@@ -18,6 +19,7 @@ pub(crate) use freelist::{FreeRun, decode_freelist, encode_freelist, freelist_le
 pub(crate) use header::{FORMAT_VERSION, HEADER_LEN, Header, MAGIC};
 pub(crate) use keys::compare;
 pub(crate) use leaf::{LeafPage, ValueRef, encode_leaf, leaf_entry_size};
+pub(crate) use leaf_edit::{LeafNode, Value};
 pub(crate) use page::{
     BRANCH_HEADER, ChildRef, LEAF_HEADER, OVERFLOW_HEADER, OverflowRef, PAGE_HEADER, PageKind,
     checksum, page_kind, page_txid, write_page_header,

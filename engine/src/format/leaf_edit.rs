@@ -1,0 +1,405 @@
+//! A leaf page being changed by a write transaction, edited in place in a page-sized
+//! buffer that is already in the leaf page format (docs/design.md#leaf-page).
+//!
+//! Taking ownership of a committed leaf copies its page; a search reads the slot array as
+//! it does in a committed page; an insert writes the new entry into the free space below
+//! the entries and shifts the slots after it; a value of the same size is overwritten where
+//! it is. What removals and resized values leave behind (holes) is reclaimed by rewriting
+//! the page whole, when an insert needs the room or when the page is written out, so that a
+//! written page is always packed with zeros in its free space.
+
+use super::leaf::{overwrite_value, write_entry};
+use super::{
+    LEAF_HEADER, LeafPage, OverflowRef, PageKind, ValueRef, encode_leaf, leaf_entry_size, put_u16,
+    write_page_header,
+};
+use crate::error::{Error, Result};
+
+/// What an entry's value was, once removed or replaced: enough to free its overflow run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Value {
+    Inline,
+    Overflow(OverflowRef),
+}
+
+impl Value {
+    pub fn of(v: &ValueRef<'_>) -> Value {
+        match v {
+            ValueRef::Inline(_) => Value::Inline,
+            ValueRef::Overflow(o) => Value::Overflow(*o),
+        }
+    }
+}
+
+/// A leaf being changed: a page-sized buffer in the leaf format.
+#[derive(Debug, Clone)]
+pub(crate) struct LeafNode {
+    page: Box<[u8]>,
+    count: usize,
+    /// Where the entry area starts: the lowest entry offset (the page size when empty).
+    upper: usize,
+    /// Bytes the entries take in a page, header and slots included.
+    pub size: usize,
+}
+
+fn internal(what: &str) -> Error {
+    Error::corrupt(0, format!("internal: owned leaf {what}"))
+}
+
+impl LeafNode {
+    /// An empty leaf for pages of `page_size` bytes.
+    pub fn new(page_size: usize) -> LeafNode {
+        let mut page = vec![0u8; page_size].into_boxed_slice();
+        write_page_header(&mut page, PageKind::Leaf, 0, 0);
+        LeafNode {
+            page,
+            count: 0,
+            upper: page_size,
+            size: LEAF_HEADER,
+        }
+    }
+
+    /// A leaf holding `entries` (in key order), which fit in a page of `page_size` bytes.
+    pub fn with_entries(page_size: usize, entries: &[(&[u8], ValueRef<'_>)]) -> LeafNode {
+        let mut page = vec![0u8; page_size].into_boxed_slice();
+        encode_leaf(&mut page, 0, entries.iter().copied());
+        let used: usize = entries
+            .iter()
+            .map(|(k, v)| leaf_entry_size(k.len(), v))
+            .sum();
+        LeafNode {
+            page,
+            count: entries.len(),
+            upper: page_size - (used - 2 * entries.len()),
+            size: LEAF_HEADER + used,
+        }
+    }
+
+    /// A copy of a committed leaf, every entry checked to lie inside the page.
+    pub fn from_page(leaf: &LeafPage<'_>) -> Result<LeafNode> {
+        let page: Box<[u8]> = leaf.bytes().into();
+        let count = leaf.len();
+        let (mut size, mut upper) = (LEAF_HEADER, page.len());
+        for i in 0..count {
+            let (k, v) = leaf.entry(i)?;
+            size += leaf_entry_size(k.len(), &v);
+            upper = upper.min(leaf.slot(i).unwrap_or(0));
+        }
+        let slots_end = LEAF_HEADER + 2 * count;
+        if upper < slots_end || size - slots_end > page.len() - upper {
+            return Err(Error::corrupt(leaf.id(), "leaf entries overlap"));
+        }
+        Ok(LeafNode {
+            page,
+            count,
+            upper,
+            size,
+        })
+    }
+
+    /// The leaf as a page, to read (`id` is the page it will be written to).
+    pub fn page(&self, id: u64) -> LeafPage<'_> {
+        LeafPage::trusted(&self.page, id, self.count)
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// The size of the leaf's page.
+    pub fn page_size(&self) -> usize {
+        self.page.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn key(&self, i: usize) -> Result<&[u8]> {
+        self.page(0).key(i)
+    }
+
+    pub fn entry(&self, i: usize) -> Result<(&[u8], ValueRef<'_>)> {
+        self.page(0).entry(i)
+    }
+
+    /// Every entry, in key order.
+    pub fn entries(&self) -> Result<Vec<(&[u8], ValueRef<'_>)>> {
+        (0..self.count).map(|i| self.entry(i)).collect()
+    }
+
+    /// Bytes entry `i` takes in a page, its slot included.
+    pub fn entry_size(&self, i: usize) -> Result<usize> {
+        let (k, v) = self.entry(i)?;
+        Ok(leaf_entry_size(k.len(), &v))
+    }
+
+    pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        self.page(0).search(key)
+    }
+
+    fn slot(&self, i: usize) -> Result<usize> {
+        self.page(0)
+            .slot(i)
+            .ok_or_else(|| internal("slot out of bounds"))
+    }
+
+    fn slots_end(&self) -> usize {
+        LEAF_HEADER + 2 * self.count
+    }
+
+    fn set_count(&mut self, count: usize) {
+        self.count = count;
+        put_u16(&mut self.page, 2, count as u16);
+    }
+
+    /// Bytes inside the entry area that no entry uses.
+    fn holes(&self) -> usize {
+        (self.page.len() - self.upper) - (self.size - self.slots_end())
+    }
+
+    /// Rewrites the page whole, leaving no holes.
+    fn compact(&mut self) -> Result<()> {
+        let fresh = LeafNode::with_entries(self.page.len(), &self.entries()?);
+        *self = fresh;
+        Ok(())
+    }
+
+    /// Inserts an entry at position `i`. The caller has checked that the leaf's size with
+    /// it is at most a page.
+    pub fn insert(&mut self, i: usize, key: &[u8], value: ValueRef<'_>) -> Result<()> {
+        let need = leaf_entry_size(key.len(), &value);
+        if i > self.count || self.size + need > self.page.len() {
+            return Err(internal("insert does not fit"));
+        }
+        if self.upper - self.slots_end() < need {
+            self.compact()?;
+        }
+        let at = self.upper - (need - 2);
+        write_entry(&mut self.page, at, key, value);
+        let slot = LEAF_HEADER + 2 * i;
+        self.page.copy_within(slot..self.slots_end(), slot + 2);
+        put_u16(&mut self.page, slot, at as u16);
+        self.set_count(self.count + 1);
+        self.upper = at;
+        self.size += need;
+        Ok(())
+    }
+
+    /// Appends an entry after all others (the caller has checked that it fits).
+    pub fn push(&mut self, key: &[u8], value: ValueRef<'_>) -> Result<()> {
+        self.insert(self.count, key, value)
+    }
+
+    /// Removes entry `i`; returns what its value was.
+    pub fn remove(&mut self, i: usize) -> Result<Value> {
+        let at = self.slot(i)?;
+        let (k, v) = self.entry(i)?;
+        let (need, was) = (leaf_entry_size(k.len(), &v), Value::of(&v));
+        let slot = LEAF_HEADER + 2 * i;
+        self.page.copy_within(slot + 2..self.slots_end(), slot);
+        self.set_count(self.count - 1);
+        self.size -= need;
+        if at == self.upper {
+            self.upper += need - 2;
+        }
+        if self.count == 0 {
+            self.upper = self.page.len();
+        }
+        Ok(was)
+    }
+
+    /// Replaces the value of entry `i`; returns what it was. The caller has checked that
+    /// the leaf's size with the new value is at most a page.
+    pub fn replace(&mut self, i: usize, value: ValueRef<'_>) -> Result<Value> {
+        let at = self.slot(i)?;
+        let (key, old) = self.entry(i)?;
+        let (key_len, size, was) = (key.len(), leaf_entry_size(key.len(), &old), Value::of(&old));
+        if overwrite_value(&mut self.page, at, key_len, size, value) {
+            return Ok(was);
+        }
+        let key = self.key(i)?.to_vec();
+        self.remove(i)?;
+        self.insert(i, &key, value)?;
+        Ok(was)
+    }
+
+    /// Points entry `i`, whose value is in an overflow run, at a moved run.
+    pub fn set_overflow(&mut self, i: usize, o: OverflowRef) -> Result<()> {
+        let at = self.slot(i)?;
+        let (key, old) = self.entry(i)?;
+        let (key_len, size) = (key.len(), leaf_entry_size(key.len(), &old));
+        if !matches!(old, ValueRef::Overflow(_))
+            || !overwrite_value(&mut self.page, at, key_len, size, ValueRef::Overflow(o))
+        {
+            return Err(internal("entry has no overflow run"));
+        }
+        Ok(())
+    }
+
+    /// Appends every entry of `right`, whose keys all follow this leaf's (the caller has
+    /// checked that they fit).
+    pub fn append(&mut self, right: &LeafNode) -> Result<()> {
+        for i in 0..right.len() {
+            let (key, value) = right.entry(i)?;
+            self.push(key, value)?;
+        }
+        Ok(())
+    }
+
+    /// The page to write, for transaction `txid`: packed, its free space zeroed.
+    pub fn finish(mut self, txid: u64) -> Result<Box<[u8]>> {
+        if self.holes() > 0 {
+            self.compact()?;
+        }
+        let end = self.slots_end();
+        self.page[end..self.upper].fill(0);
+        write_page_header(&mut self.page, PageKind::Leaf, self.count as u16, txid);
+        Ok(self.page)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(n: &LeafNode) -> Vec<Vec<u8>> {
+        (0..n.len())
+            .filter_map(|i| n.key(i).ok())
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    fn size(n: &LeafNode) -> usize {
+        LEAF_HEADER
+            + (0..n.len())
+                .filter_map(|i| n.entry_size(i).ok())
+                .sum::<usize>()
+    }
+
+    #[test]
+    fn edits_keep_order_sizes_and_a_packed_page() -> Result<()> {
+        let o = OverflowRef {
+            page: 7,
+            len: 9000,
+            crc: 1,
+        };
+        let mut n = LeafNode::new(256);
+        n.push(b"b", ValueRef::Inline(b"2"))?;
+        n.insert(0, b"a", ValueRef::Inline(b"1"))?;
+        n.insert(2, b"c", ValueRef::Overflow(o))?;
+        assert_eq!(keys(&n), [b"a", b"b", b"c"]);
+        assert_eq!(n.search(b"b")?, Ok(1));
+        assert_eq!(n.search(b"bb")?, Err(2));
+        assert_eq!(n.size, size(&n));
+        assert_eq!(
+            n.replace(2, ValueRef::Inline(b"three"))?,
+            Value::Overflow(o)
+        );
+        assert_eq!(n.entry(2)?, (&b"c"[..], ValueRef::Inline(b"three")));
+        // Values of other sizes leave holes; inserts reclaim them when they need the room.
+        for round in 0..1_000u32 {
+            let v = round.to_le_bytes();
+            n.replace(1, ValueRef::Inline(&v[..(round % 4) as usize]))?;
+            assert_eq!(n.size, size(&n));
+        }
+        assert_eq!(n.entry(1)?.1, ValueRef::Inline(&999u32.to_le_bytes()[..3]));
+        assert_eq!(n.remove(0)?, Value::Inline);
+        assert_eq!(keys(&n), [b"b", b"c"]);
+        assert_eq!(n.size, size(&n));
+        assert!(n.set_overflow(1, o).is_err(), "an inline value has no run");
+        n.replace(1, ValueRef::Overflow(o))?;
+        let moved = OverflowRef { page: 9, ..o };
+        n.set_overflow(1, moved)?;
+        assert_eq!(n.entry(1)?.1, ValueRef::Overflow(moved));
+        // Filled to the byte, then one byte more is refused.
+        let mut i = 0u8;
+        while 256 - n.size >= 40 {
+            n.push(&[b'd', i], ValueRef::Inline(&[]))?;
+            i += 1;
+        }
+        let gap = 256 - n.size; // an entry with a key of 1 byte takes 10 bytes and its value
+        assert!(
+            n.push(b"z", ValueRef::Inline(&vec![0; gap + 1 - 10]))
+                .is_err(),
+            "a full leaf refuses an entry"
+        );
+        n.push(b"z", ValueRef::Inline(&vec![0; gap - 10]))?;
+        assert_eq!(n.size, 256);
+        let expect: Vec<_> = n
+            .entries()?
+            .iter()
+            .map(|(k, v)| (k.to_vec(), *v == ValueRef::Overflow(moved)))
+            .collect();
+        let page = n.finish(5)?;
+        let leaf = LeafPage::new(&page, 1)?;
+        let got: Vec<_> = (0..leaf.len())
+            .map(|i| {
+                leaf.entry(i)
+                    .map(|(k, v)| (k.to_vec(), v == ValueRef::Overflow(moved)))
+            })
+            .collect::<Result<_>>()?;
+        assert_eq!(got, expect);
+        Ok(())
+    }
+
+    #[test]
+    fn finished_pages_have_no_holes_and_zeroed_free_space() -> Result<()> {
+        let mut n = LeafNode::new(512);
+        for k in 0u8..20 {
+            n.push(&[k], ValueRef::Inline(&[k; 10]))?;
+        }
+        for i in (0..20).step_by(3).rev() {
+            n.remove(i)?;
+        }
+        n.replace(0, ValueRef::Inline(b"longer than ten bytes"))?;
+        let expect: Vec<(Vec<u8>, Vec<u8>)> = n
+            .entries()?
+            .iter()
+            .map(|(k, v)| match v {
+                ValueRef::Inline(v) => (k.to_vec(), v.to_vec()),
+                ValueRef::Overflow(_) => (k.to_vec(), Vec::new()),
+            })
+            .collect();
+        let used = n.size;
+        let page = n.finish(3)?;
+        let leaf = LeafPage::new(&page, 1)?;
+        let lowest = (0..leaf.len()).filter_map(|i| leaf.slot(i)).min();
+        assert_eq!(lowest, Some(512 - (used - LEAF_HEADER - 2 * leaf.len())));
+        assert!(
+            page[LEAF_HEADER + 2 * leaf.len()..512 - (used - LEAF_HEADER - 2 * leaf.len())]
+                .iter()
+                .all(|&b| b == 0)
+        );
+        let again = LeafNode::from_page(&leaf)?;
+        assert_eq!((again.size, again.holes()), (used, 0));
+        let got: Vec<(Vec<u8>, Vec<u8>)> = again
+            .entries()?
+            .iter()
+            .map(|(k, v)| match v {
+                ValueRef::Inline(v) => (k.to_vec(), v.to_vec()),
+                ValueRef::Overflow(_) => (k.to_vec(), Vec::new()),
+            })
+            .collect();
+        assert_eq!(got, expect);
+        Ok(())
+    }
+
+    #[test]
+    fn overlapping_entries_are_corruption() -> Result<()> {
+        let mut n = LeafNode::new(256);
+        n.push(b"a", ValueRef::Inline(&[1; 40]))?;
+        n.push(b"b", ValueRef::Inline(&[2; 10]))?;
+        let page = n.finish(1)?;
+        let first = LeafPage::new(&page, 4)?.slot(0).unwrap_or(0);
+        // Both slots at the larger entry: they claim more bytes than the entry area holds.
+        let mut twice = page.clone();
+        put_u16(&mut twice, LEAF_HEADER + 2, first as u16);
+        assert!(LeafNode::from_page(&LeafPage::new(&twice, 4)?).is_err());
+        // An entry over the slot array.
+        let mut low = page.clone();
+        put_u16(&mut low, LEAF_HEADER, (LEAF_HEADER + 2) as u16);
+        assert!(LeafNode::from_page(&LeafPage::new(&low, 4)?).is_err());
+        Ok(())
+    }
+}
