@@ -47,6 +47,33 @@ impl<'a> Pages<'a> {
 }
 
 impl<'a> Pages<'a> {
+    /// The way to `key` in the tree under `root`: the child taken at each branch, then the
+    /// key's index in its leaf; `None` when the key is not there.
+    pub fn path(&self, root: Option<ChildRef>, key: &[u8]) -> Result<Option<Vec<usize>>> {
+        let Some(mut r) = root else { return Ok(None) };
+        let mut path = Vec::with_capacity(4);
+        for _ in 0..=super::MAX_DEPTH {
+            match self.node(r)? {
+                NodeView::Branch(b) => {
+                    let i = b.find_child(key)?;
+                    path.push(i);
+                    r = b.child(i)?;
+                }
+                NodeView::Leaf(l) => {
+                    let Ok(i) = l.search(key)? else {
+                        return Ok(None);
+                    };
+                    path.push(i);
+                    return Ok(Some(path));
+                }
+            }
+        }
+        Err(crate::error::Error::corrupt(
+            r.page,
+            "tree too deep (a cycle?)",
+        ))
+    }
+
     /// The value stored under `key` in the tree under `root`.
     pub fn get(&self, root: Option<ChildRef>, key: &[u8]) -> Result<Option<&'a [u8]>> {
         let Some(mut r) = root else { return Ok(None) };

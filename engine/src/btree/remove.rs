@@ -9,20 +9,18 @@ use crate::format::{BRANCH_HEADER, ChildRef, LEAF_HEADER, branch_entry_size};
 impl TreeWriter<'_> {
     /// Removes `key` from the tree under `root`; returns whether it was there.
     pub fn remove(&mut self, root: &mut Option<ChildRef>, key: &[u8]) -> Result<bool> {
-        // Look first, so that removing an absent key copies nothing.
-        if self.pages().get(*root, key)?.is_none() {
+        // Look first, so that removing an absent key copies nothing; the path found is
+        // followed down again without searching.
+        let Some(path) = self.pages().path(*root, key)? else {
             return Ok(false);
-        }
+        };
         let Some(r) = *root else { return Ok(false) };
         let id = self.own(r)?;
-        let old = self.remove_at(id, key, 0)?;
+        let old = self.remove_at(id, &path, 0)?;
         *root = Some(ChildRef { page: id, crc: 0 });
         self.shorten(root);
-        let existed = old.is_some();
-        if let Some(old) = old {
-            self.free_value(&old)?;
-        }
-        Ok(existed)
+        self.free_value(&old)?;
+        Ok(true)
     }
 
     /// Shortens the tree under an owned `root`: an empty root leaf empties the tree; a
@@ -44,24 +42,21 @@ impl TreeWriter<'_> {
         }
     }
 
-    fn remove_at(&mut self, id: u64, key: &[u8], depth: usize) -> Result<Option<Value>> {
-        if depth > MAX_DEPTH {
-            return Err(Error::corrupt(id, "tree too deep (a cycle?)"));
-        }
-        let (i, child) = match self.node_mut(id)? {
-            Node::Leaf(leaf) => {
-                let Ok(i) = leaf.search(key)? else {
-                    return Ok(None);
-                };
-                return Ok(Some(leaf.remove(i)?));
-            }
-            Node::Branch(b) => {
-                let i = b.find_child(key);
-                (i, b.child(i))
+    /// Removes the entry at the end of `path` (child indexes from node `id` down, then the
+    /// entry's index in its leaf); returns what its value was.
+    fn remove_at(&mut self, id: u64, path: &[usize], depth: usize) -> Result<Value> {
+        let (Some(&i), true) = (path.get(depth), depth <= MAX_DEPTH) else {
+            return Err(Error::corrupt(id, "internal: removal path too short"));
+        };
+        let child = match self.node_mut(id)? {
+            Node::Leaf(leaf) => return leaf.remove(i),
+            Node::Branch(b) if i < b.children() => b.child(i),
+            Node::Branch(_) => {
+                return Err(Error::corrupt(id, "internal: removal path off the branch"));
             }
         };
         let cid = self.own(child)?;
-        let old = self.remove_at(cid, key, depth + 1)?;
+        let old = self.remove_at(cid, path, depth + 1)?;
         if let Node::Branch(b) = self.node_mut(id)? {
             *b.child_mut(i) = ChildRef { page: cid, crc: 0 };
         }

@@ -86,6 +86,21 @@ impl<'a> LeafPage<'a> {
         get_u16(self.bytes, LEAF_HEADER + 2 * i).map(usize::from)
     }
 
+    /// Where entry `i` starts and how many bytes it takes (its slot not included), when it
+    /// lies inside the page.
+    pub(super) fn extent(&self, i: usize) -> Option<(usize, usize)> {
+        let b = self.bytes;
+        let at = self.slot(i)?;
+        let (klen, flags, vlen) = (get_u16(b, at)?, *b.get(at + 2)?, get_u32(b, at + 3)?);
+        let value = if flags & FLAG_OVERFLOW != 0 {
+            OVERFLOW_REF
+        } else {
+            vlen as usize
+        };
+        let len = ENTRY_HEADER + usize::from(klen) + value;
+        (at.checked_add(len)? <= b.len()).then_some((at, len))
+    }
+
     fn entry_start(&self, i: usize) -> Result<usize> {
         self.slot(i).ok_or_else(|| self.bad(i))
     }

@@ -4,9 +4,10 @@
 //! Taking ownership of a committed leaf copies its page; a search reads the slot array as
 //! it does in a committed page; an insert writes the new entry into the free space below
 //! the entries and shifts the slots after it; a value of the same size is overwritten where
-//! it is. What removals and resized values leave behind (holes) is reclaimed by rewriting
-//! the page whole, when an insert needs the room or when the page is written out, so that a
-//! written page is always packed with zeros in its free space.
+//! it is; a removal moves the entries stored below the removed one up over it. The entries
+//! therefore stay packed at the end of the page. A page that is not packed (holes between
+//! its entries: no commit writes one, but a file may hold one) is rewritten whole when an
+//! insert needs the room or when it is written out.
 
 use super::leaf::{overwrite_value, write_entry};
 use super::{
@@ -81,9 +82,11 @@ impl LeafNode {
         let count = leaf.len();
         let (mut size, mut upper) = (LEAF_HEADER, page.len());
         for i in 0..count {
-            let (k, v) = leaf.entry(i)?;
-            size += leaf_entry_size(k.len(), &v);
-            upper = upper.min(leaf.slot(i).unwrap_or(0));
+            let (at, len) = leaf.extent(i).ok_or_else(|| {
+                Error::corrupt(leaf.id(), format!("leaf entry {i} out of bounds"))
+            })?;
+            size += 2 + len;
+            upper = upper.min(at);
         }
         let slots_end = LEAF_HEADER + 2 * count;
         if upper < slots_end || size - slots_end > page.len() - upper {
@@ -191,21 +194,33 @@ impl LeafNode {
         self.insert(self.count, key, value)
     }
 
-    /// Removes entry `i`; returns what its value was.
+    /// Removes entry `i`; returns what its value was. The entries stored below it move up
+    /// by its length, so the page stays packed.
     pub fn remove(&mut self, i: usize) -> Result<Value> {
-        let at = self.slot(i)?;
-        let (k, v) = self.entry(i)?;
-        let (need, was) = (leaf_entry_size(k.len(), &v), Value::of(&v));
+        if i >= self.count {
+            return Err(internal("removal past the end"));
+        }
+        let (at, len) = self
+            .page(0)
+            .extent(i)
+            .ok_or_else(|| internal("entry out of bounds"))?;
+        let was = Value::of(&self.entry(i)?.1);
+        if at < self.upper {
+            return Err(internal("entry below the entry area"));
+        }
+        self.page.copy_within(self.upper..at, self.upper + len);
+        for j in 0..self.count {
+            let slot = LEAF_HEADER + 2 * j;
+            let off = self.slot(j)?;
+            if off < at {
+                put_u16(&mut self.page, slot, (off + len) as u16);
+            }
+        }
         let slot = LEAF_HEADER + 2 * i;
         self.page.copy_within(slot + 2..self.slots_end(), slot);
         self.set_count(self.count - 1);
-        self.size -= need;
-        if at == self.upper {
-            self.upper += need - 2;
-        }
-        if self.count == 0 {
-            self.upper = self.page.len();
-        }
+        self.size -= 2 + len;
+        self.upper += len;
         Ok(was)
     }
 
@@ -301,12 +316,13 @@ mod tests {
         for round in 0..1_000u32 {
             let v = round.to_le_bytes();
             n.replace(1, ValueRef::Inline(&v[..(round % 4) as usize]))?;
-            assert_eq!(n.size, size(&n));
+            assert_eq!((n.size, n.holes()), (size(&n), 0));
         }
         assert_eq!(n.entry(1)?.1, ValueRef::Inline(&999u32.to_le_bytes()[..3]));
         assert_eq!(n.remove(0)?, Value::Inline);
         assert_eq!(keys(&n), [b"b", b"c"]);
-        assert_eq!(n.size, size(&n));
+        assert_eq!((n.size, n.holes()), (size(&n), 0));
+        assert!(n.remove(2).is_err(), "no entry 2");
         assert!(n.set_overflow(1, o).is_err(), "an inline value has no run");
         n.replace(1, ValueRef::Overflow(o))?;
         let moved = OverflowRef { page: 9, ..o };
@@ -353,6 +369,11 @@ mod tests {
             n.remove(i)?;
         }
         n.replace(0, ValueRef::Inline(b"longer than ten bytes"))?;
+        assert_eq!(
+            n.holes(),
+            0,
+            "removals and resized values leave the page packed"
+        );
         let expect: Vec<(Vec<u8>, Vec<u8>)> = n
             .entries()?
             .iter()
