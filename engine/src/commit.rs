@@ -22,8 +22,8 @@ const MIN_GROWTH_PAGES: u64 = 16;
 /// How many freed pages may wait for a sync before an Eventual commit syncs anyway.
 const MAX_WAITING_PAGES: u64 = 1024;
 
-/// Pages written together in one positioned write, at most.
-const MAX_COALESCED_PAGES: usize = 256;
+/// Pages written together in one vectored write, at most.
+const MAX_COALESCED_PAGES: usize = 2048;
 
 /// Gives every owned node its final page: the transaction allocated pages as it went, one
 /// at a time, wherever one was free; now that it knows how many it needs, it takes them
@@ -238,31 +238,31 @@ impl WriteTxn {
         } else {
             self.base.verified.clone()
         };
+        // Runs shorter than their pages are padded with zeros up to the next page written.
+        static ZEROS: [u8; crate::format::MAX_PAGE_SIZE] = [0; crate::format::MAX_PAGE_SIZE];
         let mut i = 0;
-        let mut batch = Vec::new();
+        let mut bufs: Vec<&[u8]> = Vec::new();
         while i < out.len() {
-            let mut j = i + 1;
-            while j < out.len()
-                && j - i < MAX_COALESCED_PAGES
-                && out[j].0 == out[j - 1].0 + 1
-                && out[j - 1].1.len() == page_size
-            {
+            let first = out[i].0;
+            let (mut next, mut pages, mut written) = (first, 0, 0);
+            bufs.clear();
+            let mut j = i;
+            while j < out.len() && out[j].0 == next && pages < MAX_COALESCED_PAGES {
+                let start = pages * page_size;
+                if start > written {
+                    bufs.push(&ZEROS[..start - written]);
+                }
+                let bytes = &out[j].1;
+                bufs.push(bytes);
+                written = start + bytes.len();
+                let n = bytes.len().div_ceil(page_size);
+                next += n as u64;
+                pages += n;
                 j += 1;
             }
-            let first = out[i].0;
-            if j - i == 1 {
-                storage.write(first * p, &out[i].1)?;
-            } else {
-                batch.clear();
-                for (_, bytes) in &out[i..j] {
-                    batch.extend_from_slice(bytes);
-                }
-                storage.write(first * p, &batch)?;
-            }
-            for (id, bytes) in &out[i..j] {
-                for page in *id..*id + (bytes.len() as u64).div_ceil(p) {
-                    verified.remove(page);
-                }
+            storage.write_vectored(first * p, &bufs)?;
+            for page in first..next {
+                verified.remove(page);
             }
             i = j;
         }

@@ -121,9 +121,11 @@ impl TreeWriter<'_> {
             crc: 0,
         };
         let page = self.alloc.alloc_run(probe.pages(self.page_size()));
-        let mut run = vec![0u8; OVERFLOW_HEADER + value.len()];
+        // Not zeroed first: the header, then the value, are the only writes.
+        let mut run = Vec::with_capacity(OVERFLOW_HEADER + value.len());
+        run.resize(OVERFLOW_HEADER, 0);
         write_page_header(&mut run, PageKind::Overflow, 0, self.txid);
-        run[OVERFLOW_HEADER..].copy_from_slice(value);
+        run.extend_from_slice(value);
         let crc = checksum(page, &run);
         self.dirty.overflow.insert(page, run.into_boxed_slice());
         ValueRef::Overflow(OverflowRef { page, len, crc })

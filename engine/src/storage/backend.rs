@@ -46,6 +46,20 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Any I/O error of the operating system.
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<()>;
 
+    /// Writes `bufs` one after another from `offset`, as one [`Storage::write`] of their
+    /// concatenation would (backends may do it with one system call, without copying).
+    ///
+    /// # Errors
+    /// As [`Storage::write`]; some of the buffers may have been written.
+    fn write_vectored(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        let mut at = offset;
+        for b in bufs {
+            self.write(at, b)?;
+            at += b.len() as u64;
+        }
+        Ok(())
+    }
+
     /// Makes every completed write durable.
     ///
     /// # Errors

@@ -39,6 +39,15 @@ impl Storage for Counted {
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         Ok(())
     }
+    fn write_vectored(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        self.inner.write_vectored(offset, bufs)?;
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        let bytes: usize = bufs.iter().map(|b| b.len()).sum();
+        self.counters
+            .bytes_written
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        Ok(())
+    }
     fn sync(&self) -> io::Result<()> {
         self.inner.sync()?;
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
