@@ -65,9 +65,9 @@ fn finalize(
     };
     let page = match node {
         Node::Branch(mut b) => {
-            b.first = finalize(nodes, placed, b.first, txid, page_size, out)?;
-            for (_, child) in &mut b.entries {
-                *child = finalize(nodes, placed, *child, txid, page_size, out)?;
+            for i in 0..b.children() {
+                let done = finalize(nodes, placed, b.child(i), txid, page_size, out)?;
+                b.set_child(i, done);
             }
             if b.size > page_size {
                 return Err(Error::corrupt(
@@ -76,12 +76,7 @@ fn finalize(
                 ));
             }
             let mut page = vec![0u8; page_size].into_boxed_slice();
-            encode_branch(
-                &mut page,
-                txid,
-                b.first,
-                b.entries.iter().map(|(k, c)| (&**k, *c)),
-            );
+            encode_branch(&mut page, txid, b.child(0), b.entries());
             page
         }
         Node::Leaf(l) => l.finish(txid)?,

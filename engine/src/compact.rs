@@ -213,7 +213,7 @@ impl Mover {
         match w.node_mut(id)? {
             Node::Branch(b) => {
                 for (i, c) in now.iter().enumerate() {
-                    *b.child_mut(i) = *c;
+                    b.set_child(i, *c);
                 }
             }
             Node::Leaf(l) => {
@@ -242,12 +242,7 @@ impl Mover {
     ) -> Result<()> {
         let (left_ref, rest) = match w.node_mut(parent)? {
             Node::Branch(b) => {
-                let rest: Vec<(Box<[u8]>, ChildRef)> = b.entries.drain(first..last).collect();
-                b.size = b.size.saturating_sub(
-                    rest.iter()
-                        .map(|(k, _)| branch_entry_size(k.len()))
-                        .sum::<usize>(),
-                );
+                let rest = b.drain(first, last);
                 (b.child(first), rest)
             }
             Node::Leaf(_) => return Err(Error::corrupt(parent, "internal: merging under a leaf")),
@@ -260,7 +255,7 @@ impl Mover {
             self.merged += 1;
         }
         if let Node::Branch(b) = w.node_mut(parent)? {
-            *b.child_mut(first) = ChildRef { page: left, crc: 0 };
+            b.set_child(first, ChildRef { page: left, crc: 0 });
         }
         self.work = self.work.saturating_sub(1);
         Ok(())

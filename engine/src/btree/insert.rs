@@ -38,7 +38,7 @@ impl TreeWriter<'_> {
         let mut top = owned(id);
         if let Some((sep, right)) = split {
             let mut b = BranchNode::new(top);
-            b.push(sep, owned(right));
+            b.push(&sep, owned(right));
             top = owned(self.new_node(Node::Branch(b)));
         }
         *root = Some(top);
@@ -91,16 +91,15 @@ impl TreeWriter<'_> {
         let Node::Branch(b) = self.node_mut(id)? else {
             return Err(Error::corrupt(id, "internal: branch changed kind"));
         };
-        *b.child_mut(i) = owned(cid);
+        b.set_child(i, owned(cid));
         let Some((sep, right)) = split else {
             return Ok((old, None));
         };
-        b.size += branch_entry_size(sep.len());
-        b.entries.insert(i, (sep, owned(right)));
+        b.insert(i, &sep, owned(right));
         if b.size <= page_size {
             return Ok((old, None));
         }
-        let appended = i + 1 == b.entries.len();
+        let appended = i + 1 == b.len();
         let (sep, right) = split_branch(b, appended, page_size);
         Ok((old, Some((sep, self.new_node(Node::Branch(right))))))
     }
@@ -144,28 +143,16 @@ fn split_leaf(
 
 /// Splits an overfull branch: returns the separator that moves up and the new right branch.
 fn split_branch(b: &mut BranchNode, appended: bool, page_size: usize) -> (Box<[u8]>, BranchNode) {
-    let n = b.entries.len();
+    let n = b.len();
     // Appending: leave the left branch full and give the right one the last two children.
     let m = if appended && n >= 3 {
         n - 1
     } else {
         let sizes: Vec<usize> = b
-            .entries
-            .iter()
+            .entries()
             .map(|(k, _)| branch_entry_size(k.len()))
             .collect();
         split_point(&sizes, BRANCH_HEADER, page_size, true)
     };
-    let mut tail = b.entries.split_off(m);
-    let (sep, first) = tail.remove(0);
-    let mut right = BranchNode::new(first);
-    for (key, child) in tail {
-        right.push(key, child);
-    }
-    b.size = BRANCH_HEADER
-        + b.entries
-            .iter()
-            .map(|(k, _)| branch_entry_size(k.len()))
-            .sum::<usize>();
-    (sep, right)
+    b.split_off(m)
 }

@@ -4,6 +4,7 @@
 //! page it changes into an owned [`Node`] under a newly allocated page id, and the commit
 //! encodes those nodes (see `commit.rs`).
 
+mod branch_node;
 mod cursor;
 mod insert;
 mod node;

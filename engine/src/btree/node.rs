@@ -1,75 +1,18 @@
 //! Tree nodes: owned ones being changed by a write transaction, and read-only views that
 //! cover both those and committed pages.
 
+pub(crate) use super::branch_node::BranchNode;
 use crate::error::Result;
 use crate::format::{
     BRANCH_HEADER, BranchPage, ChildRef, LEAF_HEADER, LeafPage, branch_entry_size, leaf_entry_size,
 };
 pub(crate) use crate::format::{LeafNode, Value};
 
-/// A branch being changed: the leftmost child, then (separator, right child) pairs.
-#[derive(Debug, Clone)]
-pub(crate) struct BranchNode {
-    pub first: ChildRef,
-    pub entries: Vec<(Box<[u8]>, ChildRef)>,
-    pub size: usize,
-}
-
 /// A tree node owned by a write transaction.
 #[derive(Debug, Clone)]
 pub(crate) enum Node {
     Leaf(LeafNode),
     Branch(BranchNode),
-}
-
-impl BranchNode {
-    pub fn new(first: ChildRef) -> BranchNode {
-        BranchNode {
-            first,
-            entries: Vec::new(),
-            size: BRANCH_HEADER,
-        }
-    }
-
-    pub fn from_page(page: &BranchPage<'_>) -> Result<BranchNode> {
-        let mut node = BranchNode::new(page.child(0)?);
-        node.entries.reserve(page.keys());
-        for i in 0..page.keys() {
-            node.push(page.key(i)?.into(), page.child(i + 1)?);
-        }
-        Ok(node)
-    }
-
-    pub fn push(&mut self, key: Box<[u8]>, child: ChildRef) {
-        self.size += branch_entry_size(key.len());
-        self.entries.push((key, child));
-    }
-
-    /// The number of children.
-    pub fn children(&self) -> usize {
-        self.entries.len() + 1
-    }
-
-    pub fn child(&self, i: usize) -> ChildRef {
-        if i == 0 {
-            self.first
-        } else {
-            self.entries[i - 1].1
-        }
-    }
-
-    pub fn child_mut(&mut self, i: usize) -> &mut ChildRef {
-        if i == 0 {
-            &mut self.first
-        } else {
-            &mut self.entries[i - 1].1
-        }
-    }
-
-    pub fn find_child(&self, key: &[u8]) -> usize {
-        self.entries
-            .partition_point(|(k, _)| crate::format::compare(k, key).is_le())
-    }
 }
 
 /// A leaf to read: a committed page, or the page of a leaf the transaction is editing.
@@ -94,7 +37,7 @@ impl BranchView<'_> {
     pub fn key(&self, i: usize) -> Result<&[u8]> {
         match self {
             BranchView::Page(p) => p.key(i - 1),
-            BranchView::Owned(n) => Ok(&n.entries[i - 1].0),
+            BranchView::Owned(n) => Ok(n.sep(i - 1)),
         }
     }
 

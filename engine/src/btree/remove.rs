@@ -32,8 +32,8 @@ impl TreeWriter<'_> {
                     self.free_page(r.page);
                     *root = None;
                 }
-                Some(Node::Branch(b)) if b.entries.is_empty() => {
-                    let only = b.first;
+                Some(Node::Branch(b)) if b.len() == 0 => {
+                    let only = b.child(0);
                     self.free_page(r.page);
                     *root = Some(only);
                 }
@@ -58,7 +58,7 @@ impl TreeWriter<'_> {
         let cid = self.own(child)?;
         let old = self.remove_at(cid, path, depth + 1)?;
         if let Node::Branch(b) = self.node_mut(id)? {
-            *b.child_mut(i) = ChildRef { page: cid, crc: 0 };
+            b.set_child(i, ChildRef { page: cid, crc: 0 });
         }
         self.rebalance(id, i)?;
         Ok(old)
@@ -89,7 +89,7 @@ impl TreeWriter<'_> {
             (
                 p.child(left_idx),
                 p.child(left_idx + 1),
-                p.entries[left_idx].0.clone(),
+                Box::<[u8]>::from(p.sep(left_idx)),
             )
         };
         let right = self.read_node(right_ref)?;
@@ -113,12 +113,14 @@ impl TreeWriter<'_> {
         self.free_page(right_ref.page);
         self.absorb(left_id, sep, right)?;
         if let Node::Branch(p) = self.node_mut(parent)? {
-            let (k, _) = p.entries.remove(left_idx);
-            p.size -= branch_entry_size(k.len());
-            *p.child_mut(left_idx) = ChildRef {
-                page: left_id,
-                crc: 0,
-            };
+            p.remove(left_idx);
+            p.set_child(
+                left_idx,
+                ChildRef {
+                    page: left_id,
+                    crc: 0,
+                },
+            );
         }
         Ok(())
     }

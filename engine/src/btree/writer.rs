@@ -72,8 +72,8 @@ impl TreeWriter<'_> {
         match (self.node_mut(left)?, right) {
             (Node::Leaf(l), Node::Leaf(r)) => l.append(&r)?,
             (Node::Branch(l), Node::Branch(r)) => {
-                l.push(sep, r.first);
-                for (k, c) in r.entries {
+                l.push(&sep, r.child(0));
+                for (k, c) in r.entries() {
                     l.push(k, c);
                 }
             }

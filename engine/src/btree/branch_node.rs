@@ -1,0 +1,284 @@
+//! A branch being changed by a write transaction.
+//!
+//! Its separators live together in one byte buffer, and a vector of fixed-size entries
+//! says where each is, with the separator's first eight bytes as a big-endian integer and
+//! the child to its right: a search compares those integers and reads a separator's bytes
+//! only when they tie, so a probe touches one entry instead of chasing a pointer to a key.
+
+use std::cmp::Ordering;
+
+use crate::error::Result;
+use crate::format::{BRANCH_HEADER, BranchPage, ChildRef, branch_entry_size, compare};
+
+#[derive(Debug, Clone, Copy)]
+struct Sep {
+    prefix: u64,
+    at: u32,
+    len: u32,
+    /// The child holding keys at or above this separator.
+    child: ChildRef,
+}
+
+/// A branch being changed: the leftmost child, then separators each with its right child.
+#[derive(Debug, Clone)]
+pub(crate) struct BranchNode {
+    first: ChildRef,
+    seps: Vec<Sep>,
+    bytes: Vec<u8>,
+    /// Bytes the branch takes in a page, header included.
+    pub size: usize,
+}
+
+/// The first eight bytes of `key`, zero-padded, as a big-endian integer: unequal prefixes
+/// order as the keys do.
+fn prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+impl BranchNode {
+    pub fn new(first: ChildRef) -> BranchNode {
+        BranchNode {
+            first,
+            seps: Vec::new(),
+            bytes: Vec::new(),
+            size: BRANCH_HEADER,
+        }
+    }
+
+    pub fn from_page(page: &BranchPage<'_>) -> Result<BranchNode> {
+        let mut node = BranchNode::new(page.child(0)?);
+        node.seps.reserve(page.keys() + 1);
+        for i in 0..page.keys() {
+            node.push(page.key(i)?, page.child(i + 1)?);
+        }
+        Ok(node)
+    }
+
+    fn make(&mut self, key: &[u8], child: ChildRef) -> Sep {
+        self.size += branch_entry_size(key.len());
+        let at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(key);
+        Sep {
+            prefix: prefix(key),
+            at,
+            len: key.len() as u32,
+            child,
+        }
+    }
+
+    /// Appends separator `key` with the child to its right, after all others.
+    pub fn push(&mut self, key: &[u8], child: ChildRef) {
+        let s = self.make(key, child);
+        self.seps.push(s);
+    }
+
+    /// Inserts separator `key` at index `j`, with the child to its right (child `j + 1`).
+    pub fn insert(&mut self, j: usize, key: &[u8], child: ChildRef) {
+        let s = self.make(key, child);
+        self.seps.insert(j, s);
+        self.tidy();
+    }
+
+    /// Removes separator `j` and the child to its right; returns the separator.
+    pub fn remove(&mut self, j: usize) -> Box<[u8]> {
+        let key: Box<[u8]> = self.sep(j).into();
+        self.seps.remove(j);
+        self.size -= branch_entry_size(key.len());
+        self.tidy();
+        key
+    }
+
+    /// The number of separators.
+    pub fn len(&self) -> usize {
+        self.seps.len()
+    }
+
+    /// The number of children.
+    pub fn children(&self) -> usize {
+        self.seps.len() + 1
+    }
+
+    /// Separator `j`: the least key of child `j + 1`'s range.
+    pub fn sep(&self, j: usize) -> &[u8] {
+        let s = &self.seps[j];
+        &self.bytes[s.at as usize..(s.at + s.len) as usize]
+    }
+
+    pub fn child(&self, i: usize) -> ChildRef {
+        if i == 0 {
+            self.first
+        } else {
+            self.seps[i - 1].child
+        }
+    }
+
+    pub fn set_child(&mut self, i: usize, c: ChildRef) {
+        if i == 0 {
+            self.first = c;
+        } else {
+            self.seps[i - 1].child = c;
+        }
+    }
+
+    /// The (separator, right child) pairs, in order.
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (&[u8], ChildRef)> {
+        (0..self.seps.len()).map(|j| (self.sep(j), self.seps[j].child))
+    }
+
+    /// The index of the child whose range holds `key`.
+    pub fn find_child(&self, key: &[u8]) -> usize {
+        let p = prefix(key);
+        self.seps.partition_point(|s| {
+            match s.prefix.cmp(&p) {
+                Ordering::Equal => {
+                    compare(&self.bytes[s.at as usize..(s.at + s.len) as usize], key)
+                }
+                unequal => unequal,
+            }
+            .is_le()
+        })
+    }
+
+    /// Moves separators `m + 1..` and their children into a new right branch whose
+    /// leftmost child is separator `m`'s; returns separator `m` (which moves up) and it.
+    pub fn split_off(&mut self, m: usize) -> (Box<[u8]>, BranchNode) {
+        let mut right = BranchNode::new(self.seps[m].child);
+        right.seps.reserve(self.seps.len() - m);
+        for j in m + 1..self.seps.len() {
+            right.push(self.sep(j), self.seps[j].child);
+        }
+        let sep: Box<[u8]> = self.sep(m).into();
+        self.seps.truncate(m);
+        self.size -= right.size - BRANCH_HEADER + branch_entry_size(sep.len());
+        self.tidy();
+        (sep, right)
+    }
+
+    /// Removes separators `first..last` with their right children; returns them.
+    pub fn drain(&mut self, first: usize, last: usize) -> Vec<(Box<[u8]>, ChildRef)> {
+        let out: Vec<(Box<[u8]>, ChildRef)> = (first..last)
+            .map(|j| (self.sep(j).into(), self.seps[j].child))
+            .collect();
+        self.seps.drain(first..last);
+        self.size -= out
+            .iter()
+            .map(|(k, _)| branch_entry_size(k.len()))
+            .sum::<usize>();
+        self.tidy();
+        out
+    }
+
+    /// Rewrites the byte buffer with only the live separators once it holds more than
+    /// twice their bytes.
+    fn tidy(&mut self) {
+        let live = self.size - BRANCH_HEADER;
+        if self.bytes.len() <= 2 * live + 256 {
+            return;
+        }
+        let mut fresh = BranchNode::new(self.first);
+        fresh.seps.reserve(self.seps.len());
+        for (k, c) in self.entries() {
+            fresh.push(k, c);
+        }
+        *self = fresh;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(page: u64) -> ChildRef {
+        ChildRef { page, crc: 0 }
+    }
+
+    fn size(b: &BranchNode) -> usize {
+        BRANCH_HEADER
+            + b.entries()
+                .map(|(k, _)| branch_entry_size(k.len()))
+                .sum::<usize>()
+    }
+
+    #[test]
+    fn find_child_agrees_with_slice_order_on_ties_of_the_first_eight_bytes() {
+        // Separators that share eight-byte prefixes, differ only in length or past byte 8.
+        let keys: Vec<&[u8]> = vec![
+            b"",
+            b"\0",
+            b"ab",
+            b"ab\0",
+            b"ab\0\0\0\0\0\0",
+            b"ab\0\0\0\0\0\0\0",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgha",
+            b"abcdefgi",
+            b"b",
+        ];
+        let mut b = BranchNode::new(c(1));
+        for (j, k) in keys.iter().enumerate() {
+            b.push(k, c(j as u64 + 2));
+        }
+        let probes: Vec<&[u8]> = vec![
+            b"",
+            b"\0",
+            b"\0\0",
+            b"a",
+            b"ab",
+            b"ab\0",
+            b"ab\0\0",
+            b"ab\0\0\0\0\0\0\0\0",
+            b"abcdefg",
+            b"abcdefgh",
+            b"abcdefgh\0\0",
+            b"abcdefgha",
+            b"abcdefgz",
+            b"c",
+        ];
+        for p in probes {
+            let expect = keys.partition_point(|k| *k <= p);
+            assert_eq!(b.find_child(p), expect, "probe {p:?}");
+        }
+    }
+
+    #[test]
+    fn edits_keep_separators_children_and_size() {
+        let mut b = BranchNode::new(c(0));
+        for j in 0..10u8 {
+            b.push(&[j * 2], c(u64::from(j) + 1));
+        }
+        b.insert(3, &[5], c(100));
+        assert_eq!(b.find_child(&[5]), 4);
+        assert_eq!(b.child(4), c(100));
+        assert_eq!(b.remove(3), Box::from(&[5u8][..]));
+        assert_eq!(b.size, size(&b));
+        for round in 0..2_000u32 {
+            b.insert(1, &round.to_le_bytes(), c(7));
+            b.remove(1);
+        }
+        assert!(b.bytes.len() < 600, "{} bytes kept", b.bytes.len());
+        let drained = b.drain(2, 4);
+        assert_eq!(
+            drained,
+            vec![(Box::from(&[4u8][..]), c(3)), (Box::from(&[6u8][..]), c(4))]
+        );
+        assert_eq!(b.size, size(&b));
+        let (sep, right) = b.split_off(3);
+        assert_eq!(&*sep, &[10u8]);
+        assert_eq!(right.child(0), c(6));
+        assert_eq!(
+            right.entries().map(|(k, _)| k[0]).collect::<Vec<_>>(),
+            [12, 14, 16, 18]
+        );
+        assert_eq!(
+            b.entries().map(|(k, _)| k[0]).collect::<Vec<_>>(),
+            [0, 2, 8]
+        );
+        assert_eq!((b.size, right.size), (size(&b), size(&right)));
+        b.set_child(0, c(50));
+        assert_eq!(b.child(0), c(50));
+    }
+}
