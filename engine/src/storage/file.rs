@@ -1,14 +1,14 @@
 //! The real backend: a file read through a memory map and written with positioned writes.
 
 use std::fs::File;
-use std::io::{self, IoSlice, Seek, SeekFrom, Write};
+use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Region, Storage};
 
-/// Buffers given to one `writev`, at most (Linux refuses more than 1024).
+/// Buffers given to one `pwritev`, at most (Linux refuses more than 1024).
 const MAX_IOVECS: usize = 512;
 
 /// Address space reserved for a map beyond the file's length, so that a growing file
@@ -69,25 +69,27 @@ impl Storage for FileStorage {
         self.file.write_all_at(data, offset)
     }
 
-    /// One `writev` per 512 buffers, at the file position: only the one writer of the
-    /// database writes, and nothing else uses the position (other writes are positioned).
+    /// One `pwritev` per 512 buffers (positioned: the file offset is never used).
     fn write_vectored(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
-        let mut file = &self.file;
         let mut at = offset;
         for chunk in bufs.chunks(MAX_IOVECS) {
-            file.seek(SeekFrom::Start(at))?;
             let mut slices: Vec<IoSlice<'_>> = chunk.iter().map(|b| IoSlice::new(b)).collect();
             let mut rest = &mut slices[..];
             IoSlice::advance_slices(&mut rest, 0);
             while !rest.is_empty() {
-                match file.write_vectored(rest) {
+                let position = i64::try_from(at).map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "offset past i64::MAX")
+                })?;
+                match nix::sys::uio::pwritev(&self.file, rest, position) {
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                    Ok(n) => IoSlice::advance_slices(&mut rest, n),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
+                    Ok(n) => {
+                        IoSlice::advance_slices(&mut rest, n);
+                        at += n as u64;
+                    }
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return Err(e.into()),
                 }
             }
-            at += chunk.iter().map(|b| b.len() as u64).sum::<u64>();
         }
         Ok(())
     }
