@@ -285,6 +285,17 @@ mod tests {
             .collect()
     }
 
+    /// Every entry as owned (key, inline value) pairs (an empty value for overflow).
+    fn inline_entries(n: &LeafNode) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(n.entries()?
+            .iter()
+            .map(|(k, v)| match v {
+                ValueRef::Inline(v) => (k.to_vec(), v.to_vec()),
+                ValueRef::Overflow(_) => (k.to_vec(), Vec::new()),
+            })
+            .collect())
+    }
+
     fn size(n: &LeafNode) -> usize {
         LEAF_HEADER
             + (0..n.len())
@@ -374,14 +385,7 @@ mod tests {
             0,
             "removals and resized values leave the page packed"
         );
-        let expect: Vec<(Vec<u8>, Vec<u8>)> = n
-            .entries()?
-            .iter()
-            .map(|(k, v)| match v {
-                ValueRef::Inline(v) => (k.to_vec(), v.to_vec()),
-                ValueRef::Overflow(_) => (k.to_vec(), Vec::new()),
-            })
-            .collect();
+        let expect = inline_entries(&n)?;
         let used = n.size;
         let page = n.finish(3)?;
         let leaf = LeafPage::new(&page, 1)?;
@@ -394,15 +398,7 @@ mod tests {
         );
         let again = LeafNode::from_page(&leaf)?;
         assert_eq!((again.size, again.holes()), (used, 0));
-        let got: Vec<(Vec<u8>, Vec<u8>)> = again
-            .entries()?
-            .iter()
-            .map(|(k, v)| match v {
-                ValueRef::Inline(v) => (k.to_vec(), v.to_vec()),
-                ValueRef::Overflow(_) => (k.to_vec(), Vec::new()),
-            })
-            .collect();
-        assert_eq!(got, expect);
+        assert_eq!(inline_entries(&again)?, expect);
         Ok(())
     }
 
