@@ -211,12 +211,7 @@ impl WriteTxn {
             let grown = needed.max(storage.len() + step).next_multiple_of(p);
             storage.resize(grown)?;
         }
-        let waiting = self
-            .freelist
-            .pending
-            .iter()
-            .filter(|&&(_, freed_by)| freed_by > original.durable_txid)
-            .count() as u64;
+        let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
         // Pages freed since the last durable commit cannot be reused until a sync: past a
         // bound, an Eventual commit syncs too, so that the file does not grow without end.
         let durable = self.durability == Durability::Immediate

@@ -479,7 +479,7 @@ impl Database {
             {
                 stats.pages_pinned_by_readers = ws
                     .freelist
-                    .pending
+                    .pending()
                     .iter()
                     .filter(|&&(_, freed_by)| freed_by > txid)
                     .count() as u64;

@@ -5,7 +5,7 @@
 //! and commit N (or a later one) is durable, so that neither a reader nor crash recovery
 //! can still need its old contents (docs/design.md#page-reuse).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashSet;
 
@@ -35,8 +35,12 @@ pub(crate) struct FreeList {
     /// Pages that may be overwritten now. During a transaction, changed only through the
     /// methods below, which log each change.
     pub free: BTreeSet<u64>,
-    /// Pages freed by a commit that a reader or recovery may still need: `(page, freed_by)`.
-    pub pending: Vec<(u64, u64)>,
+    /// Pages freed by a commit that a reader or recovery may still need: `(page, freed_by)`,
+    /// in the order they were freed (so by `freed_by`: releasing them takes a prefix).
+    pending: Vec<(u64, u64)>,
+    /// The same pages by page number (page to `freed_by`), so that listing the runs of a
+    /// commit merges two ordered sets instead of sorting the waiting pages every commit.
+    waiting: BTreeMap<u64, u64>,
     /// Pages allocated by the transaction under way (never seen by anyone else).
     pub fresh: FxHashSet<u64>,
     /// One past the highest page in use: the file's size in pages.
@@ -72,7 +76,9 @@ impl FreeList {
             };
         }
         (self.page_count, _) = self.start;
-        self.pending.truncate(self.start.1);
+        for (page, _) in self.pending.drain(self.start.1..) {
+            self.waiting.remove(&page);
+        }
         self.fresh.clear();
     }
 
@@ -101,17 +107,24 @@ impl FreeList {
         Some(page)
     }
 
+    /// Pages freed by a commit that a reader or recovery may still need, `(page,
+    /// freed_by)`, in the order they were freed.
+    pub fn pending(&self) -> &[(u64, u64)] {
+        &self.pending
+    }
+
+    /// How many waiting pages were freed by commits after `txid`.
+    pub fn waiting_after(&self, txid: u64) -> usize {
+        self.pending.len() - self.pending.partition_point(|&(_, by)| by <= txid)
+    }
+
     /// Makes pages freed by commits up to `upto` reusable.
     pub fn release(&mut self, upto: u64) {
-        let free = &mut self.free;
-        self.pending.retain(|&(page, freed_by)| {
-            if freed_by <= upto {
-                free.insert(page);
-                false
-            } else {
-                true
-            }
-        });
+        let released = self.pending.partition_point(|&(_, by)| by <= upto);
+        for (page, _) in self.pending.drain(..released) {
+            self.waiting.remove(&page);
+            self.free.insert(page);
+        }
     }
 
     /// One page to write.
@@ -236,18 +249,22 @@ impl FreeList {
             self.free.insert(page);
             self.undo.push(Undo::Gave(page));
         } else {
+            debug_assert!(
+                self.pending.last().is_none_or(|&(_, by)| by <= txid),
+                "pages are freed in commit order"
+            );
+            let before = self.waiting.insert(page, txid);
+            debug_assert!(before.is_none(), "page {page} freed twice");
             self.pending.push((page, txid));
         }
     }
 
     /// Every free page as runs of consecutive pages freed by the same commit (0: reusable
-    /// now), in page order. (The free set is already in order: only the waiting pages are
-    /// sorted, then both are merged.)
+    /// now), in page order: the free set and the waiting pages, both kept in page order,
+    /// merged.
     pub fn runs(&self) -> Vec<FreeRun> {
-        let mut pending = self.pending.clone();
-        pending.sort_unstable();
         let mut free = self.free.iter().map(|&p| (p, 0)).peekable();
-        let mut waiting = pending.into_iter().peekable();
+        let mut waiting = self.waiting.iter().map(|(&p, &by)| (p, by)).peekable();
         let mut runs: Vec<FreeRun> = Vec::new();
         loop {
             let next = match (free.peek(), waiting.peek()) {
@@ -311,11 +328,13 @@ mod tests {
         let b = f.alloc();
         f.fresh.clear();
         f.free(b, 5);
-        assert_eq!(f.pending, vec![(b, 5)]);
+        assert_eq!(f.pending(), [(b, 5)]);
+        assert_eq!(f.waiting_after(4), 1);
+        assert_eq!(f.waiting_after(5), 0);
         f.release(4);
         assert!(!f.free.contains(&b));
         f.release(5);
-        assert!(f.free.contains(&b) && f.pending.is_empty());
+        assert!(f.free.contains(&b) && f.pending().is_empty() && f.runs() == [(b, 1, 0)]);
     }
 
     #[test]
@@ -331,7 +350,10 @@ mod tests {
         assert_eq!(f.page_count, 22);
         assert_eq!(f.runs(), vec![(3, 1, 0), (9, 1, 0)]);
         f.free.extend([4, 5]);
-        f.pending.extend([(6, 8), (7, 8), (10, 9)]);
+        f.settle();
+        f.free(6, 8);
+        f.free(7, 8);
+        f.free(10, 9);
         assert_eq!(f.runs(), vec![(3, 3, 0), (6, 2, 8), (9, 1, 0), (10, 1, 9)]);
         let mut runs = f.runs();
         let first = f.alloc_run(2);
@@ -363,8 +385,8 @@ mod tests {
     fn rollback_returns_to_where_the_transaction_began() {
         let mut f = FreeList::with_pages(40);
         f.free.extend([3, 4, 5, 9, 12, 13, 14, 15, 30]);
-        f.pending.push((7, 2));
-        let before = |f: &FreeList| (f.free.clone(), f.pending.clone(), f.page_count);
+        f.free(7, 2);
+        let before = |f: &FreeList| (f.free.clone(), f.pending().to_vec(), f.runs(), f.page_count);
         let start = before(&f);
         f.begin();
         let a = f.alloc();
@@ -391,5 +413,70 @@ mod tests {
         f.alloc_many(3);
         f.rollback();
         assert_eq!(before(&f), settled);
+    }
+
+    /// The runs as the free set and the waiting pages describe them, computed naively.
+    fn naive_runs(f: &FreeList) -> Vec<FreeRun> {
+        let mut pages: Vec<(u64, u64)> = f.free.iter().map(|&p| (p, 0)).collect();
+        pages.extend(f.pending().iter().copied());
+        pages.sort_unstable();
+        let mut runs: Vec<FreeRun> = Vec::new();
+        for (page, by) in pages {
+            match runs.last_mut() {
+                Some((first, count, b)) if *b == by && *first + u64::from(*count) == page => {
+                    *count += 1;
+                }
+                _ => runs.push((page, 1, by)),
+            }
+        }
+        runs
+    }
+
+    #[test]
+    fn runs_follow_frees_releases_and_rollbacks() {
+        let mut f = FreeList::with_pages(2);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut live: Vec<u64> = Vec::new();
+        let mut mixed = 0;
+        for txid in 1..400u64 {
+            f.release(txid.saturating_sub(1 + next(4)));
+            f.begin();
+            for _ in 0..next(6) {
+                live.push(f.alloc());
+            }
+            live.extend(f.alloc_many(next(5) as usize));
+            for _ in 0..next(6) {
+                if !live.is_empty() {
+                    let page = live.swap_remove(next(live.len() as u64) as usize);
+                    f.free(page, txid);
+                }
+            }
+            if next(5) == 0 {
+                f.rollback();
+            } else {
+                f.settle();
+            }
+            // The pages in use: neither free nor waiting.
+            let unused: BTreeSet<u64> = f.pending().iter().map(|&(p, _)| p).collect();
+            live = (2..f.page_count)
+                .filter(|p| !unused.contains(p) && !f.free.contains(p))
+                .collect();
+            assert_eq!(f.runs(), naive_runs(&f), "after transaction {txid}");
+            mixed += usize::from(!f.pending().is_empty() && !f.free.is_empty());
+            assert_eq!(
+                f.waiting_after(txid - 1),
+                f.pending().iter().filter(|&&(_, by)| by > txid - 1).count()
+            );
+        }
+        assert!(
+            mixed > 100,
+            "free and waiting pages together in {mixed} runs only"
+        );
     }
 }

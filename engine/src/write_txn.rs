@@ -53,7 +53,7 @@ impl WriteTxn {
         let mut upto = ws.durable_txid.min(oldest_reader);
         // (One system call; none when no freed page waits.)
         if let Some(file) = inner.lock_file.as_ref()
-            && !ws.freelist.pending.is_empty()
+            && !ws.freelist.pending().is_empty()
         {
             upto = match crate::lock::oldest_pinned(file, upto) {
                 Ok(pinned) => pinned.map_or(upto, |p| p.min(upto)),
