@@ -19,7 +19,12 @@ use crate::write_txn::{TableState, WriteTxn};
 /// The least the file grows by when it must grow (it also grows by a quarter of its size).
 const MIN_GROWTH_PAGES: u64 = 16;
 
-/// How many freed pages may wait for a sync before an Eventual commit syncs anyway.
+/// How many freed pages may wait for a sync before an Eventual commit syncs anyway. A fixed
+/// number, not a share of the file: every waiting page is listed in the freelist that each
+/// commit rewrites, and waiting pages cannot be reused, so a bound growing with the file
+/// made a large file's Eventual commits slower than durable ones (one million keys, 3,000
+/// single-put commits: 76 KiB written per commit and the file 59 % larger with a quarter of
+/// the file as the bound; 47 KiB and 7 % with this one).
 const MAX_WAITING_PAGES: u64 = 1024;
 
 /// Pages written together in one vectored write, at most.
@@ -214,8 +219,7 @@ impl WriteTxn {
         let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
         // Pages freed since the last durable commit cannot be reused until a sync: past a
         // bound, an Eventual commit syncs too, so that the file does not grow without end.
-        let durable = self.durability == Durability::Immediate
-            || waiting > MAX_WAITING_PAGES.max(page_count / 4);
+        let durable = self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES;
         if durable && needed > ws.synced_len {
             storage.sync()?;
             ws.synced_len = storage.len();
@@ -276,12 +280,14 @@ impl WriteTxn {
             ws.durable_slot = slot_index;
             // Now that no recovery path needs pages past `page_count` (the other slot's
             // commit is older than this durable one and is never chosen over it), give a
-            // long tail of unused space back, keeping one growth step.
-            // (Compaction keeps nothing.)
+            // long tail of unused space back, keeping 16 pages. "Long" is more than a
+            // quarter of the file: a growth step (a quarter of the old size, a fifth of the
+            // new) stays until the file shrinks, instead of being cut by the commit that
+            // grew the file and grown again a few commits later. (Compaction keeps nothing.)
             let (keep, slack) = if self.compacting {
                 (page_count * p, 0)
             } else {
-                ((page_count + MIN_GROWTH_PAGES) * p, storage.len() / 8)
+                ((page_count + MIN_GROWTH_PAGES) * p, storage.len() / 4)
             };
             if storage.len() > keep + slack {
                 storage.resize(keep)?;

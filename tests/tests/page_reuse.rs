@@ -161,3 +161,40 @@ fn deleting_most_of_a_database_makes_its_file_smaller() -> Result<(), Error> {
     assert_eq!(reopened.begin_read()?.open_table("t")?.len(), 5_000);
     Ok(())
 }
+
+#[test]
+fn a_growing_file_is_not_cut_back_after_each_growth() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("grow.cairn");
+    let db = Database::builder()
+        .durability(Durability::Immediate)
+        .create(&path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    for i in 0u32..2_000 {
+        t.insert(&i.to_be_bytes(), &[1; 1000])?;
+    }
+    drop(t);
+    w.commit()?;
+    // Durable appends: the file grows by steps, and a step is not given back by the next
+    // commit (which would make every few commits grow, sync and cut the file again).
+    let mut sizes = vec![file_size(&path)];
+    for i in 2_000u32..2_300 {
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(&i.to_be_bytes(), &[2; 1000])?;
+        w.commit()?;
+        sizes.push(file_size(&path));
+    }
+    assert!(
+        sizes.windows(2).all(|w| w[0] <= w[1]),
+        "appending shrank the file: {sizes:?}"
+    );
+    sizes.dedup();
+    assert!(
+        sizes.len() <= 3,
+        "grew {} times: {sizes:?}",
+        sizes.len() - 1
+    );
+    Ok(())
+}
