@@ -22,9 +22,8 @@ const MIN_GROWTH_PAGES: u64 = 16;
 /// How many freed pages may wait for a sync before an Eventual commit syncs anyway. A fixed
 /// number, not a share of the file: every waiting page is listed in the freelist that each
 /// commit rewrites, and waiting pages cannot be reused, so a bound growing with the file
-/// made a large file's Eventual commits slower than durable ones (one million keys, 3,000
-/// single-put commits: 76 KiB written per commit and the file 59 % larger with a quarter of
-/// the file as the bound; 47 KiB and 7 % with this one).
+/// let a large file's Eventual single-put commits write a freelist of many pages each, and
+/// grow the file, until they cost more than durable ones.
 const MAX_WAITING_PAGES: u64 = 1024;
 
 /// Pages written together in one vectored write, at most.
