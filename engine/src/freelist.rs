@@ -120,7 +120,13 @@ impl FreeList {
 
     /// Makes pages freed by commits up to `upto` reusable.
     pub fn release(&mut self, upto: u64) {
-        let released = self.pending.partition_point(|&(_, by)| by <= upto);
+        // The prefix freed by commits up to `upto` (a scan, not a binary search: were the
+        // order ever broken, a page would be released late, never early).
+        let released = self
+            .pending
+            .iter()
+            .position(|&(_, by)| by > upto)
+            .unwrap_or(self.pending.len());
         for (page, _) in self.pending.drain(..released) {
             self.waiting.remove(&page);
             self.free.insert(page);
