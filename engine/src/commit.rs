@@ -145,30 +145,18 @@ impl WriteTxn {
             place(&self.dirty.nodes, &mut self.freelist, txid)
         };
         let mut out: Vec<(u64, Box<[u8]>)> = Vec::new();
+        let mut finish = |nodes: &mut FxHashMap<u64, Node>, root| {
+            finalize(nodes, &placed, root, txid, page_size, &mut out)
+        };
         for (name, state) in &changed {
             let mut meta = state.current;
             if let Some(root) = meta.root {
-                let r = finalize(
-                    &mut self.dirty.nodes,
-                    &placed,
-                    root,
-                    txid,
-                    page_size,
-                    &mut out,
-                )?;
-                meta.root = Some(r);
+                meta.root = Some(finish(&mut self.dirty.nodes, root)?);
             }
             self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))?;
         }
         let catalog = match self.catalog {
-            Some(root) => finalize(
-                &mut self.dirty.nodes,
-                &placed,
-                root,
-                txid,
-                page_size,
-                &mut out,
-            )?,
+            Some(root) => finish(&mut self.dirty.nodes, root)?,
             None => ChildRef::default(),
         };
         debug_assert!(self.dirty.nodes.is_empty(), "owned nodes outside any tree");
