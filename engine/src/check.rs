@@ -258,6 +258,10 @@ pub(crate) fn check(snap: &Snapshot) -> CheckReport {
         report: CheckReport::default(),
     };
     c.freelist();
+    let s = snap.slot;
+    if s.log_page != 0 {
+        c.claim(s.log_page, s.log_pages, "commit log");
+    }
     if snap.slot.catalog.page != 0 {
         c.tree(snap.slot.catalog, None, None, true, 0);
     }

@@ -7,10 +7,11 @@ use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::btree::Node;
-use crate::db::{Durability, WriterState};
+use crate::db::{Durability, LogState, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{
-    ChildRef, SLOT_OFFSET, Slot, checksum, encode_branch, encode_freelist, freelist_len,
+    ChildRef, LOG_RECORD_HEADER, SLOT_OFFSET, Slot, checksum, encode_branch, encode_freelist,
+    encode_record, freelist_len,
 };
 use crate::freelist::FreeList;
 use crate::pager::Snapshot;
@@ -25,6 +26,15 @@ const MIN_GROWTH_PAGES: u64 = 16;
 /// let a large file's Eventual single-put commits write a freelist of many pages each, and
 /// grow the file, until they cost more than durable ones.
 const MAX_WAITING_PAGES: u64 = 1024;
+
+/// Whether a file of `len` bytes, of which a commit uses `used`, has a free tail to cut
+/// (down to `used` plus [`MIN_GROWTH_PAGES`]): one longer than a quarter of the file, so
+/// that a growth step (a quarter of the old size, a fifth of the new) stays until the file
+/// shrinks, instead of being cut by the commit that grew the file and grown again a few
+/// commits later.
+fn tail_to_cut(len: u64, used: u64, page_size: u64) -> bool {
+    len > used + MIN_GROWTH_PAGES * page_size + len / 4
+}
 
 /// Pages written together in one vectored write, at most.
 const MAX_COALESCED_PAGES: usize = 2048;
@@ -110,11 +120,12 @@ impl WriteTxn {
         let mut ws = original.clone();
 
         if !self.has_changes() {
-            if self.durability == Durability::Immediate {
-                inner.sync_with(&mut ws)?;
-            }
+            // (A commit its log record made durable needs no sync.)
+            let synced = self.durability == Durability::Immediate
+                && ws.log.logged != self.base.slot.txid
+                && inner.sync_with(&mut ws)?;
             // (After the last fallible step: on an error, the caller rolls the free set back.)
-            self.freelist.settle();
+            self.freelist.settle(synced);
             ws.freelist = std::mem::take(&mut self.freelist);
             return Ok(ws);
         }
@@ -165,6 +176,19 @@ impl WriteTxn {
         }
         out.extend(self.dirty.overflow.drain());
 
+        // The commit log: a durable commit whose record fits appends it with one `O_DSYNC`
+        //    write instead of syncing the file, when every commit since the durable one
+        //    did the same (decided again below, once the waiting pages are known).
+        let record_pages = self
+            .ops
+            .as_ref()
+            .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(page_size) as u64);
+        let mut logged = self.durability == Durability::Immediate
+            && !self.compacting
+            && ws.log.next == Some(txid)
+            && record_pages.is_some_and(|n| ws.log.head + n <= ws.log.pages);
+        let log_run = (ws.log.page, ws.log.pages);
+
         // 2. Free pages at the end of the file that nobody can see any more leave the file
         //    (the file itself is cut only after a durable commit, below).
         while self.freelist.page_count > crate::pager::FIRST_DATA_PAGE
@@ -198,6 +222,9 @@ impl WriteTxn {
         //    with the next sync (until then recovery rejects a slot past the end).
         let page_count = self.freelist.page_count;
         let needed = page_count * p;
+        // A commit that grows the file, or after which the file's free tail could be cut,
+        // syncs rather than log: the sync lets freed pages be reused and the file shrink.
+        logged &= needed <= storage.len() && !tail_to_cut(storage.len(), page_count * p, p);
         if storage.len() < needed {
             let step = (storage.len() / 4).max(MIN_GROWTH_PAGES * p);
             let grown = needed.max(storage.len() + step).next_multiple_of(p);
@@ -205,8 +232,11 @@ impl WriteTxn {
         }
         let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
         // Pages freed since the last durable commit cannot be reused until a sync: past a
-        // bound, an Eventual commit syncs too, so that the file does not grow without end.
-        let durable = self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES;
+        // bound, an Eventual or logged commit syncs too, so that the file does not grow
+        // without end.
+        logged &= waiting <= MAX_WAITING_PAGES;
+        let durable =
+            !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
         if durable && needed > ws.synced_len {
             storage.sync()?;
             ws.synced_len = storage.len();
@@ -258,25 +288,42 @@ impl WriteTxn {
             freelist_page,
             freelist_len: freelist_bytes,
             freelist_crc,
+            log_page: log_run.0,
+            log_pages: log_run.1,
         };
         storage.write(slot_index as u64 * p + SLOT_OFFSET as u64, &slot.encode())?;
+        if let (true, Some(ops)) = (logged, &self.ops) {
+            // The record goes after the slot: a reader process that finds the record also
+            // finds the slot, and never takes the file for one needing recovery.
+            let at = ws.log.page + ws.log.head;
+            let record = encode_record(at, txid, original.durable_txid, ops.payload(), page_size);
+            storage.write_durable(at * p, &record)?;
+            ws.log.head += record.len().div_ceil(page_size) as u64;
+            ws.log.next = Some(txid + 1);
+            ws.log.logged = txid;
+        } else if !durable {
+            // An unlogged commit leaves a gap in the log: it serves again after a sync.
+            ws.log.next = None;
+        }
         if durable {
+            ws.log = LogState {
+                page: log_run.0,
+                pages: log_run.1,
+                ..LogState::default()
+            };
+            ws.log.restart(txid);
             storage.sync()?;
             ws.synced_len = storage.len();
             ws.durable_txid = txid;
             ws.durable_slot = slot_index;
             // Now that no recovery path needs pages past `page_count` (the other slot's
             // commit is older than this durable one and is never chosen over it), give a
-            // long tail of unused space back, keeping 16 pages. "Long" is more than a
-            // quarter of the file: a growth step (a quarter of the old size, a fifth of the
-            // new) stays until the file shrinks, instead of being cut by the commit that
-            // grew the file and grown again a few commits later. (Compaction keeps nothing.)
-            let (keep, slack) = if self.compacting {
-                (page_count * p, 0)
-            } else {
-                ((page_count + MIN_GROWTH_PAGES) * p, storage.len() / 4)
-            };
-            if storage.len() > keep + slack {
+            // long tail of unused space back, keeping 16 pages (compaction keeps nothing).
+            if self.compacting && storage.len() > page_count * p {
+                storage.resize(page_count * p)?;
+                ws.synced_len = ws.synced_len.min(page_count * p);
+            } else if tail_to_cut(storage.len(), page_count * p, p) {
+                let keep = (page_count + MIN_GROWTH_PAGES) * p;
                 storage.resize(keep)?;
                 ws.synced_len = ws.synced_len.min(keep);
             }
@@ -293,7 +340,7 @@ impl WriteTxn {
         inner
             .commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.freelist.settle();
+        self.freelist.settle(durable);
         ws.freelist = std::mem::take(&mut self.freelist);
         ws.freelist_run = (freelist_page, freelist_bytes);
         ws.next_txid = txid + 1;

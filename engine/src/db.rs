@@ -143,7 +143,19 @@ impl Builder {
             inner: storage,
             counters: counters.clone(),
         });
-        let opened = recovery::open(storage.as_ref(), !self.read_only)?;
+        let mut opened = recovery::open(storage.as_ref(), !self.read_only)?;
+        let log = std::mem::take(&mut opened.log);
+        // Read-only, the log cannot be applied; while a writer process holds the file, its
+        // slots are current (it writes a commit's slot before its record) and the log is
+        // its business.
+        if self.read_only
+            && !log.is_empty()
+            && !lock_file.as_ref().is_some_and(crate::lock::writer_alive)
+        {
+            return Err(Error::UnappliedLog {
+                commits: log.len() as u64,
+            });
+        }
         let slot = opened.snapshot.slot;
         let synced_len = storage.len();
         let inner = Inner {
@@ -164,6 +176,13 @@ impl Builder {
                 durable_txid: slot.txid,
                 durable_slot: opened.slot_index,
                 synced_len,
+                // The first commit after opening syncs and starts a new cycle of the log,
+                // whose records then cannot be mistaken for the ones already there.
+                log: LogState {
+                    page: slot.log_page,
+                    pages: slot.log_pages,
+                    ..LogState::default()
+                },
             })),
             writer_cv: Condvar::new(),
             counters,
@@ -172,9 +191,19 @@ impl Builder {
             group_cv: Condvar::new(),
             group_arrival: Condvar::new(),
         };
-        Ok(Database {
+        let db = Database {
             inner: Arc::new(inner),
-        })
+        };
+        if !self.read_only && !log.is_empty() {
+            // The commits only the log holds, applied again as one durable commit.
+            let mut txn = db.begin_write()?;
+            txn.set_durability(Durability::Immediate);
+            for (page, payload) in &log {
+                crate::oplog::replay(&mut txn, payload, *page)?;
+            }
+            txn.commit()?;
+        }
+        Ok(db)
     }
 
     fn open_path(self, path: &Path, create: bool) -> Result<Database> {
@@ -201,7 +230,11 @@ impl Builder {
             crate::lock::lock_exclusive(&file, path, self.lock_timeout)?;
         }
         let lock_file = file.try_clone()?;
-        let storage = Arc::new(FileStorage::new(file)?);
+        let mut storage = FileStorage::new(file)?;
+        if !self.read_only {
+            storage = storage.with_durable_writes(path)?;
+        }
+        let storage = Arc::new(storage);
         if (existed || !create) && storage.is_empty() {
             return Err(Error::EmptyFile);
         }
@@ -235,6 +268,37 @@ pub(crate) struct WriterState {
     pub durable_slot: usize,
     /// The file length known to be on stable storage.
     pub synced_len: u64,
+    pub log: LogState,
+}
+
+/// Where the commit log is and how far the current cycle (the records written since the
+/// durable commit) has filled it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LogState {
+    /// The log's run of pages (0: none).
+    pub page: u64,
+    pub pages: u64,
+    /// Pages the cycle's records take.
+    pub head: u64,
+    /// The id the next record must have: the commit after the last one logged, or after
+    /// the durable commit. `None` once a commit went unlogged since the durable commit
+    /// (the records must follow each other without a gap), until the next sync.
+    pub next: Option<u64>,
+    /// The newest commit its record made durable.
+    pub logged: u64,
+}
+
+impl LogState {
+    /// The most payload bytes one record may hold.
+    pub fn capacity(&self, page_size: usize) -> usize {
+        (self.pages as usize * page_size).saturating_sub(crate::format::LOG_RECORD_HEADER)
+    }
+
+    /// A sync made commit `txid` durable: a new cycle starts after it.
+    pub fn restart(&mut self, txid: u64) {
+        self.head = 0;
+        self.next = Some(txid + 1);
+    }
 }
 
 #[derive(Debug)]
@@ -298,10 +362,12 @@ impl Inner {
         Ok(())
     }
 
-    /// Makes every commit so far durable; the caller holds the writer state.
-    pub fn sync_with(&self, ws: &mut WriterState) -> Result<()> {
+    /// Makes every commit so far durable, and the file hold all of them without its log;
+    /// the caller holds the writer state. Whether it synced.
+    pub fn sync_with(&self, ws: &mut WriterState) -> Result<bool> {
         let latest = self.state().latest.slot;
-        if ws.durable_txid < latest.txid {
+        let synced = ws.durable_txid < latest.txid;
+        if synced {
             // Write the newest commit's slot again, so that the sync makes durable exactly
             // what is then protected, even if a failed commit wrote its slot there.
             let slot = 1 - ws.durable_slot;
@@ -310,8 +376,10 @@ impl Inner {
             ws.synced_len = self.storage.len();
             ws.durable_slot = slot;
             ws.durable_txid = latest.txid;
+            ws.log.restart(latest.txid);
+            ws.freelist.settle(true);
         }
-        Ok(())
+        Ok(synced)
     }
 }
 
@@ -428,9 +496,15 @@ impl Database {
             return Ok(());
         }
         let mut ws = self.inner.take_writer()?;
-        let r = self.inner.sync_with(&mut ws);
+        // A commit its log record made durable needs no sync.
+        let logged = ws.log.logged == self.inner.state().latest.slot.txid;
+        let r = if logged {
+            Ok(false)
+        } else {
+            self.inner.sync_with(&mut ws)
+        };
         self.inner.put_writer(ws);
-        r
+        r.map(|_| ())
     }
 
     /// Walks every page of the newest commit and reports every problem found.

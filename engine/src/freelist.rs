@@ -3,7 +3,8 @@
 //!
 //! A page freed by commit N becomes reusable once no reader holds a snapshot older than N
 //! and commit N (or a later one) is durable, so that neither a reader nor crash recovery
-//! can still need its old contents (docs/design.md#page-reuse).
+//! can still need its old contents (docs/design.md#page-reuse). A page written after the
+//! last durable commit ("young") waits for readers only: recovery never needs it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,6 +24,8 @@ const PLACE_RUNS: usize = 8;
 enum Undo {
     Took(u64),
     Gave(u64),
+    /// A young page the transaction freed (it left `young`).
+    Aged(u64),
 }
 
 /// The allocator state that a write transaction works on and a commit persists.
@@ -38,17 +41,25 @@ pub(crate) struct FreeList {
     /// Pages freed by a commit that a reader or recovery may still need: `(page, freed_by)`,
     /// in the order they were freed (so by `freed_by`: releasing them takes a prefix).
     pending: Vec<(u64, u64)>,
-    /// The same pages by page number (page to `freed_by`), so that listing the runs of a
-    /// commit merges two ordered sets instead of sorting the waiting pages every commit.
+    /// Young pages freed by a commit, waiting for readers only: `(page, freed_by)`, in the
+    /// order they were freed.
+    pending_young: Vec<(u64, u64)>,
+    /// The pages of both lists by page number (page to `freed_by`), so that listing the
+    /// runs of a commit merges two ordered sets instead of sorting the waiting pages.
     waiting: BTreeMap<u64, u64>,
+    /// Pages written by commits since the last durable one, still in use. Recovery never
+    /// needs one once a later commit frees it: the durable commit does not contain it, and
+    /// a newer commit whose page was overwritten fails verification, so that recovery falls
+    /// back to the durable commit (and the commit log after it).
+    young: FxHashSet<u64>,
     /// Pages allocated by the transaction under way (never seen by anyone else).
     pub fresh: FxHashSet<u64>,
     /// One past the highest page in use: the file's size in pages.
     pub page_count: u64,
     /// The transaction's changes to `free`, in order.
     undo: Vec<Undo>,
-    /// `page_count` and the number of waiting pages when the transaction began.
-    start: (u64, usize),
+    /// `page_count` and the lengths of the two waiting lists when the transaction began.
+    start: (u64, usize, usize),
 }
 
 impl FreeList {
@@ -64,7 +75,11 @@ impl FreeList {
     pub fn begin(&mut self) {
         self.undo.clear();
         self.fresh.clear();
-        self.start = (self.page_count, self.pending.len());
+        self.start = (
+            self.page_count,
+            self.pending.len(),
+            self.pending_young.len(),
+        );
     }
 
     /// Undoes every change since [`FreeList::begin`].
@@ -73,23 +88,33 @@ impl FreeList {
             match u {
                 Undo::Took(p) => self.free.insert(p),
                 Undo::Gave(p) => self.free.remove(&p),
+                Undo::Aged(p) => self.young.insert(p),
             };
         }
-        (self.page_count, _) = self.start;
+        (self.page_count, _, _) = self.start;
         for (page, _) in self.pending.drain(self.start.1..) {
+            self.waiting.remove(&page);
+        }
+        for (page, _) in self.pending_young.drain(self.start.2..) {
             self.waiting.remove(&page);
         }
         self.fresh.clear();
     }
 
-    /// Keeps the transaction's changes (it committed): a later rollback returns here.
-    pub fn settle(&mut self) {
+    /// Keeps the transaction's changes (it committed; `durable`: and a sync made it
+    /// durable): a later rollback returns here.
+    pub fn settle(&mut self, durable: bool) {
+        if durable {
+            self.young.clear();
+        } else {
+            self.young.extend(self.fresh.iter().copied());
+        }
         self.begin();
     }
 
     /// Whether the transaction under way freed committed pages.
     pub fn freed_committed_pages(&self) -> bool {
-        self.pending.len() != self.start.1
+        self.pending.len() != self.start.1 || self.pending_young.len() != self.start.2
     }
 
     /// Takes free page `page` out of the free set; whether it was there.
@@ -116,6 +141,24 @@ impl FreeList {
     /// How many waiting pages were freed by commits after `txid`.
     pub fn waiting_after(&self, txid: u64) -> usize {
         self.pending.len() - self.pending.partition_point(|&(_, by)| by <= txid)
+    }
+
+    /// Makes young pages freed by commits up to `upto` reusable (no reader is older).
+    pub fn release_young(&mut self, upto: u64) {
+        let released = self
+            .pending_young
+            .iter()
+            .position(|&(_, by)| by > upto)
+            .unwrap_or(self.pending_young.len());
+        for (page, _) in self.pending_young.drain(..released) {
+            self.waiting.remove(&page);
+            self.free.insert(page);
+        }
+    }
+
+    /// Whether any freed page waits.
+    pub fn any_waiting(&self) -> bool {
+        !self.waiting.is_empty()
     }
 
     /// Makes pages freed by commits up to `upto` reusable.
@@ -146,7 +189,7 @@ impl FreeList {
     /// How many pages the file would need if it were dense.
     pub fn in_use(&self) -> u64 {
         self.page_count
-            .saturating_sub(self.free.len() as u64 + self.pending.len() as u64)
+            .saturating_sub(self.free.len() as u64 + self.waiting.len() as u64)
     }
 
     /// The lowest page that may be overwritten now, or `u64::MAX`.
@@ -255,13 +298,19 @@ impl FreeList {
             self.free.insert(page);
             self.undo.push(Undo::Gave(page));
         } else {
+            let list = if self.young.remove(&page) {
+                self.undo.push(Undo::Aged(page));
+                &mut self.pending_young
+            } else {
+                &mut self.pending
+            };
             debug_assert!(
-                self.pending.last().is_none_or(|&(_, by)| by <= txid),
+                list.last().is_none_or(|&(_, by)| by <= txid),
                 "pages are freed in commit order"
             );
+            list.push((page, txid));
             let before = self.waiting.insert(page, txid);
             debug_assert!(before.is_none(), "page {page} freed twice");
-            self.pending.push((page, txid));
         }
     }
 
@@ -344,6 +393,37 @@ mod tests {
     }
 
     #[test]
+    fn pages_written_since_the_durable_commit_wait_for_readers_only() {
+        let mut f = FreeList::with_pages(2);
+        f.begin();
+        let old = f.alloc();
+        f.settle(true);
+        let young = f.alloc();
+        f.settle(false);
+        // Commit 7 frees both; a rolled-back transaction first, which must change nothing.
+        f.free(old, 7);
+        f.free(young, 7);
+        f.rollback();
+        assert!(!f.any_waiting() && f.runs().is_empty());
+        f.free(old, 7);
+        f.free(young, 7);
+        f.settle(false);
+        assert_eq!(f.runs(), vec![(old, 2, 7)], "both listed as waiting");
+        assert_eq!(f.in_use(), 2);
+        f.release_young(6);
+        assert!(f.free.is_empty(), "a reader older than commit 7 holds them");
+        f.release_young(7);
+        assert_eq!(f.free.iter().copied().collect::<Vec<_>>(), vec![young]);
+        assert_eq!(
+            f.pending(),
+            [(old, 7)],
+            "the durable commit's page waits for a sync"
+        );
+        f.release(7);
+        assert!(!f.any_waiting() && f.free.len() == 2);
+    }
+
+    #[test]
     fn runs_come_from_contiguous_free_pages_or_the_end() {
         let mut f = FreeList {
             page_count: 20,
@@ -356,7 +436,7 @@ mod tests {
         assert_eq!(f.page_count, 22);
         assert_eq!(f.runs(), vec![(3, 1, 0), (9, 1, 0)]);
         f.free.extend([4, 5]);
-        f.settle();
+        f.settle(true);
         f.free(6, 8);
         f.free(7, 8);
         f.free(10, 9);
@@ -412,7 +492,7 @@ mod tests {
         // After a commit (settle), a rollback keeps what was settled.
         f.begin();
         let b = f.alloc();
-        f.settle();
+        f.settle(true);
         let settled = before(&f);
         f.begin();
         f.free(b, 7);
@@ -466,7 +546,7 @@ mod tests {
             if next(5) == 0 {
                 f.rollback();
             } else {
-                f.settle();
+                f.settle(true);
             }
             // The pages in use: neither free nor waiting.
             let unused: BTreeSet<u64> = f.pending().iter().map(|&(p, _)| p).collect();

@@ -20,6 +20,8 @@ pub enum SlotInfo {
         catalog_page: u64,
         freelist_page: u64,
         freelist_len: u64,
+        log_page: u64,
+        log_pages: u64,
     },
     /// Never written, torn or damaged.
     Invalid,
@@ -67,6 +69,8 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
                 catalog_page: s.catalog.page,
                 freelist_page: s.freelist_page,
                 freelist_len: s.freelist_len,
+                log_page: s.log_page,
+                log_pages: s.log_pages,
             };
         }
     }

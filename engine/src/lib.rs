@@ -34,6 +34,7 @@ mod freelist;
 mod group;
 mod info;
 mod lock;
+mod oplog;
 mod page_map;
 mod pager;
 mod read_txn;

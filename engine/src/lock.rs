@@ -71,6 +71,12 @@ pub(crate) fn lock_exclusive(file: &File, path: &Path, timeout: Duration) -> Res
     }
 }
 
+/// Whether another process holds `file` for writing.
+pub(crate) fn writer_alive(file: &File) -> bool {
+    let mut probe = range(libc::F_WRLCK, WRITER_BYTE, 1);
+    fcntl(file, FcntlArg::F_GETLK(&mut probe)).is_ok() && i32::from(probe.l_type) != libc::F_UNLCK
+}
+
 /// The process id of the writer holding `file`, if the kernel tells.
 fn writer_pid(file: &File) -> Option<u32> {
     let mut probe = range(libc::F_WRLCK, WRITER_BYTE, 1);

@@ -144,6 +144,11 @@ impl Database {
                 }
             }
         }
+        if s.log_page != 0 {
+            for q in s.log_page..s.log_page.saturating_add(s.log_pages) {
+                w.mark(q, "log", "", s.log_pages, 0.0);
+            }
+        }
         if s.catalog.page != 0 {
             w.tree(s.catalog, "(catalog)", true, 0)?;
         }

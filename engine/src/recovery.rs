@@ -8,8 +8,9 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::header::HeaderError;
 use crate::format::{
-    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, MAGIC, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PageKind,
-    SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef, decode_freelist, page_kind, page_txid,
+    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LogRecord, MAGIC, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    OLDEST_VERSION, PageKind, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef, decode_freelist,
+    page_kind, page_txid,
 };
 use crate::freelist::FreeList;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
@@ -22,12 +23,35 @@ pub(crate) struct Opened {
     pub freelist: FreeList,
     /// The slot (0 or 1) the commit was read from.
     pub slot_index: usize,
+    /// The committed transactions after it that only the commit log holds, to replay:
+    /// `(record's page, payload)`, in commit order.
+    pub log: Vec<(u64, Vec<u8>)>,
 }
+
+/// The commit log's size: 256 KiB, or 16 pages if more (one record of a single-put commit
+/// takes a page; the log fills after tens of commits, and then a commit syncs the file).
+const LOG_BYTES: u64 = 256 << 10;
+const MIN_LOG_PAGES: u64 = 16;
 
 /// Writes the header and a first, empty commit into an empty store.
 pub(crate) fn initialise(storage: &dyn Storage, page_size: usize) -> Result<()> {
     let p = page_size as u64;
-    storage.resize(2 * p)?;
+    // The commit log takes the pages after the two header pages, for good (zeros: no
+    // record). Without cheap durable writes (in memory) there is none.
+    let log_pages = if storage.durable_writes() {
+        (LOG_BYTES / p).max(MIN_LOG_PAGES)
+    } else {
+        0
+    };
+    let page_count = FIRST_DATA_PAGE + log_pages;
+    storage.resize(page_count * p)?;
+    // Zeros written, not a hole left: a durable write into a hole allocates blocks, which
+    // costs a journal commit each time. A page per write, so that the kernel caches the log
+    // in page-sized pieces, each flushed alone.
+    let zeros = vec![0u8; page_size];
+    for page in FIRST_DATA_PAGE..page_count {
+        storage.write(page * p, &zeros)?;
+    }
     let header = Header {
         version: FORMAT_VERSION,
         page_size: page_size as u32,
@@ -38,7 +62,9 @@ pub(crate) fn initialise(storage: &dyn Storage, page_size: usize) -> Result<()> 
     let slot = Slot {
         txid: 1,
         durable_txid: 1,
-        page_count: FIRST_DATA_PAGE,
+        page_count,
+        log_page: if log_pages > 0 { FIRST_DATA_PAGE } else { 0 },
+        log_pages,
         ..Slot::default()
     };
     storage.write(SLOT_OFFSET as u64, &slot.encode())?;
@@ -89,6 +115,12 @@ fn read_header(storage: &dyn Storage) -> Result<Header> {
         return Err(Error::VersionTooNew {
             found: header.version,
             supported: FORMAT_VERSION,
+        });
+    }
+    if header.version < OLDEST_VERSION {
+        return Err(Error::VersionTooOld {
+            found: header.version,
+            oldest: OLDEST_VERSION,
         });
     }
     let p = header.page_size as usize;
@@ -142,6 +174,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
         };
         match verify_commit(&snapshot).and_then(|free| freelist(&snapshot, free)) {
             Ok(freelist) => {
+                let log = log_tail(storage, &slot, page_size)?;
                 if writable {
                     storage.sync()?;
                 }
@@ -149,6 +182,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
                     snapshot,
                     freelist,
                     slot_index: i,
+                    log,
                 });
             }
             Err(e) => reasons[i] = format!("commit {}: {e}", slot.txid),
@@ -163,6 +197,52 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
     }
     let [slot0, slot1] = reasons;
     Err(Error::NoValidCommit { slot0, slot1 })
+}
+
+/// The records of the commit log that follow commit `slot`: `(page, payload)` of each.
+///
+/// The log holds one cycle of records: each names the durable commit it follows (its
+/// base), the first follows the base, and each follows the one before it without a gap.
+/// The cycle read is the one after the slot's own commit or after its durable one; records
+/// of older cycles (or torn, or never written) end it, whatever comes after them.
+fn log_tail(storage: &dyn Storage, slot: &Slot, page_size: usize) -> Result<Vec<(u64, Vec<u8>)>> {
+    if slot.log_page == 0 {
+        return Ok(Vec::new());
+    }
+    let p = page_size as u64;
+    let end = slot.log_page.checked_add(slot.log_pages);
+    if slot.log_page < FIRST_DATA_PAGE || end.is_none_or(|end| end > slot.page_count) {
+        return Err(Error::corrupt(
+            slot.log_page,
+            format!("commit log of {} pages outside the file", slot.log_pages),
+        ));
+    }
+    let len = usize::try_from(slot.log_pages * p)
+        .map_err(|_| Error::corrupt(slot.log_page, "commit log too large"))?;
+    let mut bytes = vec![0u8; len];
+    storage.read(slot.log_page * p, &mut bytes)?;
+    let mut out = Vec::new();
+    let (mut at, mut base, mut next) = (0u64, None, 0);
+    while at < slot.log_pages {
+        let page = slot.log_page + at;
+        let Some(r) = LogRecord::decode(page, &bytes[(at * p) as usize..], page_size) else {
+            break;
+        };
+        let follows = match base {
+            None => (r.base == slot.txid || r.base == slot.durable_txid) && r.txid == r.base + 1,
+            Some(b) => r.base == b && r.txid == next,
+        };
+        if !follows {
+            break;
+        }
+        base = Some(r.base);
+        next = r.txid + 1;
+        if r.txid > slot.txid {
+            out.push((page, r.payload.to_vec()));
+        }
+        at += r.pages;
+    }
+    Ok(out)
 }
 
 /// Checks every page written since the slot's last durable commit (and each child of

@@ -26,6 +26,8 @@ pub struct Stats {
     pub leaf_pages: u64,
     pub overflow_pages: u64,
     pub freelist_pages: u64,
+    /// Pages of the commit log (durable commits append to it instead of syncing the file).
+    pub log_pages: u64,
     pub free_pages: u64,
     /// Bytes used in branch and leaf pages divided by their total size.
     pub fill_factor: f64,
@@ -108,6 +110,7 @@ pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
             } else {
                 s.freelist_len.div_ceil(p)
             },
+            log_pages: s.log_pages,
             ..Stats::default()
         },
         used_bytes: 0,

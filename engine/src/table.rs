@@ -4,6 +4,7 @@ use std::ops::{Bound, RangeBounds};
 
 use crate::btree::{Pages, RangeIter};
 use crate::error::{Error, Result};
+use crate::format::LogOp;
 use crate::format::{ChildRef, MAX_VALUE_LEN, TableMeta};
 use crate::write_txn::WriteTxn;
 
@@ -164,10 +165,13 @@ impl<'t> TableMut<'t> {
     /// found on the way.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         check_put(self.txn.base.page_size, key, value)?;
-        self.txn.with_tree(&self.name, |w, meta| {
-            let existed = w.insert(&mut meta.root, key, value)?;
-            meta.len += u64::from(!existed);
-            Ok(existed)
+        let name = &self.name;
+        self.txn.logged(Some(name), LogOp::Put(key, value), |txn| {
+            txn.with_tree(name, |w, meta| {
+                let existed = w.insert(&mut meta.root, key, value)?;
+                meta.len += u64::from(!existed);
+                Ok(existed)
+            })
         })
     }
 
@@ -176,10 +180,13 @@ impl<'t> TableMut<'t> {
     /// # Errors
     /// Corruption found on the way.
     pub fn remove(&mut self, key: &[u8]) -> Result<bool> {
-        self.txn.with_tree(&self.name, |w, meta| {
-            let existed = w.remove(&mut meta.root, key)?;
-            meta.len -= u64::from(existed);
-            Ok(existed)
+        let name = &self.name;
+        self.txn.logged(Some(name), LogOp::Delete(key), |txn| {
+            txn.with_tree(name, |w, meta| {
+                let existed = w.remove(&mut meta.root, key)?;
+                meta.len -= u64::from(existed);
+                Ok(existed)
+            })
         })
     }
 

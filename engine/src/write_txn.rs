@@ -6,8 +6,10 @@ use std::sync::Arc;
 use crate::btree::{Dirty, Pages, TreeWriter};
 use crate::db::{Durability, Inner, WriterState};
 use crate::error::{Error, Result};
+use crate::format::LogOp;
 use crate::format::{ChildRef, TableMeta, max_key_len};
 use crate::freelist::FreeList;
+use crate::oplog::OpLog;
 use crate::pager::Snapshot;
 use crate::read_txn::{catalog_get, list_catalog};
 use crate::table::{TableInfo, TableMut};
@@ -36,6 +38,9 @@ pub struct WriteTxn {
     /// Set by compaction: commit even without changes (so that freed pages at the end
     /// leave the file), and cut the file to its last page.
     pub(crate) compacting: bool,
+    /// The changes so far, for the commit log; `None` once the commit cannot use the log
+    /// (too large for it, or a change failed half-way).
+    pub(crate) ops: Option<OpLog>,
 }
 
 impl WriteTxn {
@@ -48,19 +53,22 @@ impl WriteTxn {
                 state.readers.keys().next().copied().unwrap_or(u64::MAX),
             )
         };
-        // Pages freed by commit N are reusable once N is durable and no reader is older,
-        // here or in another process (where a failed look reuses nothing).
-        let mut upto = ws.durable_txid.min(oldest_reader);
+        // Pages freed by commit N are reusable once no reader is older, here or in another
+        // process (where a failed look reuses nothing), and N is durable — except pages
+        // written since the last durable commit, which no recovery path needs.
+        let mut readers = oldest_reader.min(ws.next_txid);
         // (One system call; none when no freed page waits.)
         if let Some(file) = inner.lock_file.as_ref()
-            && !ws.freelist.pending().is_empty()
+            && ws.freelist.any_waiting()
         {
-            upto = match crate::lock::oldest_pinned(file, upto) {
-                Ok(pinned) => pinned.map_or(upto, |p| p.min(upto)),
+            readers = match crate::lock::oldest_pinned(file, readers) {
+                Ok(pinned) => pinned.map_or(readers, |p| p.min(readers)),
                 Err(_) => 0,
             };
         }
-        ws.freelist.release(upto);
+        ws.freelist.release(ws.durable_txid.min(readers));
+        ws.freelist.release_young(readers);
+        let ops = (ws.log.pages > 0).then(|| OpLog::new(ws.log.capacity(inner.page_size)));
         // The transaction works on the free set in place; a rollback undoes its changes.
         let mut freelist = std::mem::take(&mut ws.freelist);
         freelist.begin();
@@ -76,7 +84,24 @@ impl WriteTxn {
             catalog: (catalog.page != 0).then_some(catalog),
             tables: HashMap::new(),
             compacting: false,
+            ops,
         })
+    }
+
+    /// Runs `change` and records `op` (on `table`) for the commit log; a change that fails
+    /// (half-way, perhaps) or does not fit the log leaves this transaction without it.
+    pub(crate) fn logged<T>(
+        &mut self,
+        table: Option<&str>,
+        op: LogOp<'_>,
+        change: impl FnOnce(&mut WriteTxn) -> Result<T>,
+    ) -> Result<T> {
+        let out = change(self);
+        let keep = out.is_ok() && self.ops.as_mut().is_some_and(|ops| ops.record(table, op));
+        if !keep {
+            self.ops = None;
+        }
+        out
     }
 
     /// The id this transaction's commit will have.
@@ -184,7 +209,9 @@ impl WriteTxn {
             return Err(Error::TableExists(name.to_owned()));
         }
         let meta = TableMeta::default();
-        self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))?;
+        self.logged(None, LogOp::Create(name.as_bytes()), |txn| {
+            txn.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))
+        })?;
         self.tables.insert(
             name.to_owned(),
             TableState {
@@ -222,11 +249,13 @@ impl WriteTxn {
         let meta = self
             .load(name)?
             .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-        self.with_catalog(|w, root| {
-            if let Some(r) = meta.root {
-                w.free_tree(r)?;
-            }
-            w.remove(root, name.as_bytes())
+        self.logged(None, LogOp::Drop(name.as_bytes()), |txn| {
+            txn.with_catalog(|w, root| {
+                if let Some(r) = meta.root {
+                    w.free_tree(r)?;
+                }
+                w.remove(root, name.as_bytes())
+            })
         })?;
         self.tables.remove(name);
         Ok(())

@@ -212,6 +212,7 @@ fn stats(shell: &mut Shell) -> Result<String, String> {
         ("leaf pages", s.leaf_pages.to_string()),
         ("overflow pages", s.overflow_pages.to_string()),
         ("freelist pages", s.freelist_pages.to_string()),
+        ("commit log pages", s.log_pages.to_string()),
         ("free pages", s.free_pages.to_string()),
         ("fill factor", format!("{:.3}", s.fill_factor)),
         (

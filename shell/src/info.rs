@@ -24,9 +24,12 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
                 catalog_page,
                 freelist_page,
                 freelist_len,
+                log_page,
+                log_pages,
             } => println!(
                 "slot {i}          commit {txid} (durable as of commit {durable_txid}), {page_count} pages, \
-                 catalog root page {catalog_page}, freelist page {freelist_page} ({freelist_len} bytes)"
+                 catalog root page {catalog_page}, freelist page {freelist_page} ({freelist_len} bytes), \
+                 commit log pages {log_page}+{log_pages}"
             ),
             SlotInfo::Invalid => {
                 println!("slot {i}          empty, torn or damaged (checksum mismatch)")

@@ -134,7 +134,7 @@ fn check_fails_the_batch_on_a_damaged_file() {
     assert!(ok.status.success() && text(&ok.stdout).starts_with("ok:"));
 
     let mut bytes = std::fs::read(&db).unwrap_or_else(|e| panic!("{e}"));
-    bytes[4096 * 5 + 100] ^= 0xff; // inside a tree page
+    bytes[4096 * 80 + 100] ^= 0xff; // inside a tree page (after the commit log)
     std::fs::write(&db, &bytes).unwrap_or_else(|e| panic!("{e}"));
     let bad = cairn(&[path(&db), "-readonly", "-c", ".check"], b"");
     assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stdout));
@@ -188,7 +188,7 @@ fn info_shows_the_header_and_both_slots_without_opening() {
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
-        out.contains("format version  1") && out.contains("page size       4096"),
+        out.contains("format version  2") && out.contains("page size       4096"),
         "{out}"
     );
     // A clean close seals: both slots hold the same commit, and one records it as durable.

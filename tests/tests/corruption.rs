@@ -170,19 +170,36 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
 
     std::fs::remove_file(&path)?;
     build(&path, 4096)?;
-    let mut b = std::fs::read(&path)?;
-    for copy in [0, 4096] {
-        b[copy + 8..copy + 12].copy_from_slice(&2u32.to_le_bytes());
-        let crc = crc32fast::hash(&b[copy..copy + 16]);
-        b[copy + 16..copy + 20].copy_from_slice(&crc.to_le_bytes());
-    }
-    std::fs::write(&path, &b)?;
+    let original = std::fs::read(&path)?;
+    let with_version = |v: u32| {
+        let mut b = original.clone();
+        for copy in [0, 4096] {
+            b[copy + 8..copy + 12].copy_from_slice(&v.to_le_bytes());
+            let crc = crc32fast::hash(&b[copy..copy + 16]);
+            b[copy + 16..copy + 20].copy_from_slice(&crc.to_le_bytes());
+        }
+        b
+    };
+    std::fs::write(&path, with_version(3))?;
     assert!(matches!(
         Database::open(&path),
         Err(Error::VersionTooNew {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
         })
     ));
+    std::fs::write(&path, with_version(1))?;
+    assert!(matches!(
+        Database::open(&path),
+        Err(Error::VersionTooOld {
+            found: 1,
+            oldest: 2
+        })
+    ));
+    assert_eq!(
+        std::fs::read(&path)?,
+        with_version(1),
+        "the file is left untouched"
+    );
     Ok(())
 }

@@ -25,6 +25,8 @@ struct Tally {
     mixed: usize,
     failed_checks: usize,
     injected_errors: usize,
+    /// Cuts whose reopening replayed commits from the commit log.
+    replayed: usize,
 }
 
 fn contents(db: &Database) -> Result<State, Error> {
@@ -129,6 +131,8 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
             return Ok(());
         }
     };
+    // Opening commits only to apply the commit log.
+    tally.replayed += usize::from(db.io_stats().commits > 0);
     let report = db.check()?;
     if !report.is_ok() {
         if !lie {
@@ -184,6 +188,10 @@ fn power_cuts_never_lose_acknowledged_commits_nor_mix_states() -> Result<(), Err
         "{tally:?}"
     );
     assert!(tally.injected_errors > 0, "the test injected failures");
+    assert!(
+        tally.replayed > 0,
+        "some cuts left commits only the log held"
+    );
     Ok(())
 }
 

@@ -6,7 +6,9 @@ use super::{get_u32, put_u32};
 /// The first eight bytes of every Cairn file.
 pub(crate) const MAGIC: [u8; 8] = *b"CAIRNDB\0";
 /// The format version this build writes and the newest it reads.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads (version 1 had no commit log).
+pub(crate) const OLDEST_VERSION: u32 = 2;
 
 const VERSION_OFFSET: usize = MAGIC.len();
 const PAGE_SIZE_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();

@@ -10,16 +10,18 @@ pub(crate) mod header;
 mod keys;
 mod leaf;
 mod leaf_edit;
+mod log;
 mod page;
 mod slot;
 
 pub(crate) use branch::{BranchPage, encode_branch};
 pub(crate) use catalog::TableMeta;
 pub(crate) use freelist::{FreeRun, decode_freelist, encode_freelist, freelist_len};
-pub(crate) use header::{FORMAT_VERSION, HEADER_LEN, Header, MAGIC};
+pub(crate) use header::{FORMAT_VERSION, HEADER_LEN, Header, MAGIC, OLDEST_VERSION};
 pub(crate) use keys::compare;
 pub(crate) use leaf::{LeafPage, ValueRef, encode_leaf, leaf_entry_size};
 pub(crate) use leaf_edit::{LeafNode, Value};
+pub(crate) use log::{LOG_RECORD_HEADER, LogOp, LogRecord, decode_ops, encode_record};
 pub(crate) use page::{
     BRANCH_HEADER, ChildRef, LEAF_HEADER, OVERFLOW_HEADER, OverflowRef, PAGE_HEADER, PageKind,
     checksum, page_kind, page_txid, write_page_header,

@@ -24,6 +24,7 @@ pub(crate) enum PageKind {
     Leaf = 2,
     Overflow = 3,
     Freelist = 4,
+    Log = 5,
 }
 
 impl PageKind {
@@ -33,6 +34,7 @@ impl PageKind {
             2 => PageKind::Leaf,
             3 => PageKind::Overflow,
             4 => PageKind::Freelist,
+            5 => PageKind::Log,
             _ => return None,
         })
     }

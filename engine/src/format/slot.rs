@@ -14,7 +14,9 @@ const CATALOG_CRC: usize = CATALOG_PAGE + 8;
 const FREELIST_PAGE: usize = CATALOG_CRC + 4;
 const FREELIST_LEN: usize = FREELIST_PAGE + 8;
 const FREELIST_CRC: usize = FREELIST_LEN + 8;
-const CRC: usize = FREELIST_CRC + 4;
+const LOG_PAGE: usize = FREELIST_CRC + 4;
+const LOG_PAGES: usize = LOG_PAGE + 8;
+const CRC: usize = LOG_PAGES + 8;
 /// Bytes a slot occupies.
 pub(crate) const SLOT_LEN: usize = CRC + 4;
 
@@ -34,6 +36,9 @@ pub(crate) struct Slot {
     pub freelist_page: u64,
     pub freelist_len: u64,
     pub freelist_crc: u32,
+    /// The commit log's run of pages: its first page (0: none) and length in pages.
+    pub log_page: u64,
+    pub log_pages: u64,
 }
 
 impl Slot {
@@ -47,6 +52,8 @@ impl Slot {
         put_u64(&mut b, FREELIST_PAGE, self.freelist_page);
         put_u64(&mut b, FREELIST_LEN, self.freelist_len);
         put_u32(&mut b, FREELIST_CRC, self.freelist_crc);
+        put_u64(&mut b, LOG_PAGE, self.log_page);
+        put_u64(&mut b, LOG_PAGES, self.log_pages);
         let crc = crc32fast::hash(&b[..CRC]);
         put_u32(&mut b, CRC, crc);
         b
@@ -69,6 +76,8 @@ impl Slot {
             freelist_page: get_u64(b, FREELIST_PAGE)?,
             freelist_len: get_u64(b, FREELIST_LEN)?,
             freelist_crc: get_u32(b, FREELIST_CRC)?,
+            log_page: get_u64(b, LOG_PAGE)?,
+            log_pages: get_u64(b, LOG_PAGES)?,
         })
     }
 }
@@ -90,6 +99,8 @@ mod tests {
             freelist_page: 9,
             freelist_len: 40,
             freelist_crc: 3,
+            log_page: 11,
+            log_pages: 256,
         };
         let b = s.encode();
         assert_eq!(Slot::decode(&b), Some(s));
@@ -101,6 +112,6 @@ mod tests {
         assert_eq!(Slot::decode(&[0; SLOT_LEN]), None, "a never-written slot");
         assert_eq!(Slot::decode(&b[..10]), None);
         const { assert!(SLOT_OFFSET + SLOT_LEN <= 1024, "fits the smallest page") };
-        assert_eq!(SLOT_LEN, 60, "docs/design.md#commit-slot");
+        assert_eq!(SLOT_LEN, 76, "docs/design.md#commit-slot");
     }
 }

@@ -66,6 +66,23 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Any I/O error of the operating system; the writes may or may not be durable.
     fn sync(&self) -> io::Result<()>;
 
+    /// Writes `data` at `offset` and makes that write durable before returning, without
+    /// making other writes durable (for the commit log: the file's other unsynced pages stay
+    /// unsynced). The default writes, then syncs everything.
+    ///
+    /// # Errors
+    /// As [`Storage::write`] and [`Storage::sync`]; the write may or may not be durable.
+    fn write_durable(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write(offset, data)?;
+        self.sync()
+    }
+
+    /// Whether [`Storage::write_durable`] syncs its own range only, so that a commit log
+    /// pays (the engine keeps one only then).
+    fn durable_writes(&self) -> bool {
+        false
+    }
+
     /// Sets the length, growing with zeros or shrinking.
     ///
     /// # Errors

@@ -53,6 +53,18 @@ impl Storage for Counted {
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+    fn write_durable(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.inner.write_durable(offset, data)?;
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn durable_writes(&self) -> bool {
+        self.inner.durable_writes()
+    }
     fn refresh(&self) -> io::Result<()> {
         self.inner.refresh()
     }

@@ -1,0 +1,190 @@
+//! The commit log: records of what durable transactions changed, appended to a run of pages
+//! named by the slot. Layout: docs/design.md#commit-log.
+
+use super::{
+    PAGE_HEADER, PageKind, get_u16, get_u32, get_u64, put_u32, put_u64, write_page_header,
+};
+
+const BASE: usize = PAGE_HEADER;
+const PAYLOAD_LEN: usize = BASE + 8;
+const CRC: usize = PAYLOAD_LEN + 4;
+/// Bytes before a record's payload.
+pub(crate) const LOG_RECORD_HEADER: usize = CRC + 4;
+
+const OP_TABLE: u8 = 1;
+const OP_PUT: u8 = 2;
+const OP_DELETE: u8 = 3;
+const OP_CREATE: u8 = 4;
+const OP_DROP: u8 = 5;
+
+/// One change a transaction made, in the order it made them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogOp<'a> {
+    /// The table the following puts and deletes go to.
+    Table(&'a [u8]),
+    Put(&'a [u8], &'a [u8]),
+    Delete(&'a [u8]),
+    Create(&'a [u8]),
+    Drop(&'a [u8]),
+}
+
+impl LogOp<'_> {
+    /// Appends the operation to a payload.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let (op, a, b) = match *self {
+            LogOp::Table(n) => (OP_TABLE, n, None),
+            LogOp::Put(k, v) => (OP_PUT, k, Some(v)),
+            LogOp::Delete(k) => (OP_DELETE, k, None),
+            LogOp::Create(n) => (OP_CREATE, n, None),
+            LogOp::Drop(n) => (OP_DROP, n, None),
+        };
+        out.push(op);
+        // Keys and names are at most a quarter page (≤ 16 KiB), values at most u32::MAX.
+        out.extend_from_slice(&(a.len() as u16).to_le_bytes());
+        out.extend_from_slice(a);
+        if let Some(v) = b {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+    }
+}
+
+/// The operations of a payload, in order; `None` for bytes that do not decode.
+pub(crate) fn decode_ops(mut b: &[u8]) -> Option<Vec<LogOp<'_>>> {
+    let mut ops = Vec::new();
+    while let Some((&op, rest)) = b.split_first() {
+        let n = usize::from(get_u16(rest, 0)?);
+        let a = rest.get(2..2 + n)?;
+        b = &rest[2 + n..];
+        ops.push(match op {
+            OP_TABLE => LogOp::Table(a),
+            OP_DELETE => LogOp::Delete(a),
+            OP_CREATE => LogOp::Create(a),
+            OP_DROP => LogOp::Drop(a),
+            OP_PUT => {
+                let m = usize::try_from(get_u32(b, 0)?).ok()?;
+                let v = b.get(4..4usize.checked_add(m)?)?;
+                b = &b[4 + m..];
+                LogOp::Put(a, v)
+            }
+            _ => return None,
+        });
+    }
+    Some(ops)
+}
+
+fn record_crc(first_page: u64, header: &[u8], payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&first_page.to_le_bytes());
+    h.update(&header[..CRC]);
+    h.update(payload);
+    h.finalize()
+}
+
+/// The record of transaction `txid`, the log's cycle starting after durable commit `base`,
+/// to be written at `first_page`: whole pages, padded with zeros.
+pub(crate) fn encode_record(
+    first_page: u64,
+    txid: u64,
+    base: u64,
+    payload: &[u8],
+    page_size: usize,
+) -> Vec<u8> {
+    let len = (LOG_RECORD_HEADER + payload.len()).next_multiple_of(page_size);
+    let mut b = vec![0u8; len];
+    write_page_header(&mut b, PageKind::Log, 0, txid);
+    put_u64(&mut b, BASE, base);
+    put_u32(&mut b, PAYLOAD_LEN, payload.len() as u32);
+    b[LOG_RECORD_HEADER..LOG_RECORD_HEADER + payload.len()].copy_from_slice(payload);
+    let crc = record_crc(first_page, &b, payload);
+    put_u32(&mut b, CRC, crc);
+    b
+}
+
+/// A record read back from the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogRecord<'a> {
+    pub txid: u64,
+    pub base: u64,
+    pub payload: &'a [u8],
+    /// Pages the record takes.
+    pub pages: u64,
+}
+
+impl<'a> LogRecord<'a> {
+    /// The record starting at `first_page`, whose bytes (to the end of the log) are `b`;
+    /// `None` when there is none (never written, stale, torn or damaged: the crc fails).
+    pub fn decode(first_page: u64, b: &'a [u8], page_size: usize) -> Option<LogRecord<'a>> {
+        if b.first() != Some(&(PageKind::Log as u8)) {
+            return None;
+        }
+        let n = usize::try_from(get_u32(b, PAYLOAD_LEN)?).ok()?;
+        let payload = b.get(LOG_RECORD_HEADER..LOG_RECORD_HEADER.checked_add(n)?)?;
+        if record_crc(first_page, b, payload) != get_u32(b, CRC)? {
+            return None;
+        }
+        Some(LogRecord {
+            txid: get_u64(b, 8)?,
+            base: get_u64(b, BASE)?,
+            payload,
+            pages: (LOG_RECORD_HEADER + n).div_ceil(page_size) as u64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_a_flipped_bit_or_another_place_is_rejected() {
+        let ops = [
+            LogOp::Create(b"t"),
+            LogOp::Table(b"t"),
+            LogOp::Put(b"k", b"value"),
+            LogOp::Put(b"", b""),
+            LogOp::Delete(b"k"),
+            LogOp::Drop(b"old"),
+        ];
+        let mut payload = Vec::new();
+        for op in &ops {
+            op.encode(&mut payload);
+        }
+        assert_eq!(decode_ops(&payload).as_deref(), Some(&ops[..]));
+        let b = encode_record(40, 9, 7, &payload, 1024);
+        assert_eq!(b.len(), 1024);
+        let r = LogRecord::decode(40, &b, 1024);
+        assert_eq!(
+            r,
+            Some(LogRecord {
+                txid: 9,
+                base: 7,
+                payload: &payload,
+                pages: 1
+            })
+        );
+        assert_eq!(
+            LogRecord::decode(41, &b, 1024),
+            None,
+            "checksummed with its page"
+        );
+        for bit in 0..(LOG_RECORD_HEADER + payload.len()) * 8 {
+            let mut d = b.clone();
+            d[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(LogRecord::decode(40, &d, 1024), None, "bit {bit}");
+        }
+        assert_eq!(LogRecord::decode(40, &[0; 1024], 1024), None, "zeros");
+        assert_eq!(LogRecord::decode(40, &b[..50], 1024), None, "cut short");
+        let big = encode_record(40, 9, 7, &[OP_TABLE; 3000], 1024);
+        assert_eq!(LogRecord::decode(40, &big, 1024).map(|r| r.pages), Some(3));
+    }
+
+    #[test]
+    fn malformed_payloads_do_not_decode() {
+        assert_eq!(decode_ops(&[]), Some(vec![]));
+        assert_eq!(decode_ops(&[OP_PUT, 1, 0, b'k', 9, 0, 0, 0]), None);
+        assert_eq!(decode_ops(&[OP_TABLE, 5, 0]), None);
+        assert_eq!(decode_ops(&[9, 0, 0]), None);
+        assert_eq!(decode_ops(&[OP_DELETE]), None);
+    }
+}
