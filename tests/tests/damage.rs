@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cairn_engine::{Database, Error};
+use cairn_engine::{Database, Error, SlotInfo};
 use cairn_tests::{scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -310,9 +310,27 @@ fn every_single_byte_of_a_small_file_damaged_in_turn() -> Result<(), Box<dyn std
             m.insert(k.to_vec(), v.to_vec());
         }
     }
+    // Zeros that nothing reads are swept only in part: of the commit log of a cleanly
+    // closed file, the first two pages (not the other 254), and of the space the file was
+    // grown ahead of need, the first page.
+    let (log, end) = match cairn_engine::inspect(&path)?.slots[0] {
+        SlotInfo::Valid {
+            log_page,
+            log_pages,
+            page_count,
+            ..
+        } => (
+            (log_page + 2) as usize * 1024..(log_page + log_pages) as usize * 1024,
+            (page_count as usize + 1) * 1024,
+        ),
+        SlotInfo::Invalid => (0..0, clean.len()),
+    };
+    let swept: Vec<usize> = (0..clean.len().min(end))
+        .filter(|at| !log.contains(at))
+        .collect();
     let (mut errors, mut harmless) = (0, 0);
     let damaged = dir.path().join("d.cairn");
-    for at in 0..clean.len() {
+    for &at in &swept {
         let mut b = clean.clone();
         b[at] ^= 0xff;
         std::fs::write(&damaged, &b)?;
@@ -323,9 +341,10 @@ fn every_single_byte_of_a_small_file_damaged_in_turn() -> Result<(), Box<dyn std
             other => panic!("byte {at}: {other:?}"),
         }
     }
+    assert!(log.len() > 200 * 1024, "the log was found and skipped");
     eprintln!(
         "{} single-byte damages of a {}-byte file: {errors} clean errors, {harmless} harmless, 0 wrong answers, 0 panics",
-        clean.len(),
+        swept.len(),
         clean.len()
     );
     Ok(())
