@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::btree::Node;
-use crate::db::{Durability, LogState, WriterState};
+use crate::db::{Durability, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{
     ChildRef, LOG_RECORD_HEADER, SLOT_OFFSET, Slot, checksum, encode_branch, encode_freelist,
@@ -177,8 +177,9 @@ impl WriteTxn {
         out.extend(self.dirty.overflow.drain());
 
         // The commit log: a durable commit whose record fits appends it with one `O_DSYNC`
-        //    write instead of syncing the file, when every commit since the durable one
-        //    did the same (decided again below, once the waiting pages are known).
+        // write instead of syncing the file, when every commit since the durable one did
+        // the same (decided again below, once the file's length and the waiting pages are
+        // known).
         let record_pages = self
             .ops
             .as_ref()
@@ -187,7 +188,6 @@ impl WriteTxn {
             && !self.compacting
             && ws.log.next == Some(txid)
             && record_pages.is_some_and(|n| ws.log.head + n <= ws.log.pages);
-        let log_run = (ws.log.page, ws.log.pages);
 
         // 2. Free pages at the end of the file that nobody can see any more leave the file
         //    (the file itself is cut only after a durable commit, below).
@@ -288,8 +288,8 @@ impl WriteTxn {
             freelist_page,
             freelist_len: freelist_bytes,
             freelist_crc,
-            log_page: log_run.0,
-            log_pages: log_run.1,
+            log_page: ws.log.page,
+            log_pages: ws.log.pages,
         };
         storage.write(slot_index as u64 * p + SLOT_OFFSET as u64, &slot.encode())?;
         if let (true, Some(ops)) = (logged, &self.ops) {
@@ -306,16 +306,11 @@ impl WriteTxn {
             ws.log.next = None;
         }
         if durable {
-            ws.log = LogState {
-                page: log_run.0,
-                pages: log_run.1,
-                ..LogState::default()
-            };
-            ws.log.restart(txid);
             storage.sync()?;
             ws.synced_len = storage.len();
             ws.durable_txid = txid;
             ws.durable_slot = slot_index;
+            ws.log.restart(txid);
             // Now that no recovery path needs pages past `page_count` (the other slot's
             // commit is older than this durable one and is never chosen over it), give a
             // long tail of unused space back, keeping 16 pages (compaction keeps nothing).

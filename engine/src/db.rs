@@ -298,6 +298,7 @@ impl LogState {
     pub fn restart(&mut self, txid: u64) {
         self.head = 0;
         self.next = Some(txid + 1);
+        self.logged = 0;
     }
 }
 

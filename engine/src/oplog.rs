@@ -45,10 +45,6 @@ impl OpLog {
         if let Some(t) = table {
             self.in_table(t);
         }
-        if matches!(op, LogOp::Drop(_)) {
-            // A table of that name created later is another table.
-            self.table = None;
-        }
         op.encode(&mut self.payload);
         self.payload.len() <= self.limit
     }
