@@ -145,15 +145,12 @@ impl FreeList {
 
     /// Makes young pages freed by commits up to `upto` reusable (no reader is older).
     pub fn release_young(&mut self, upto: u64) {
-        let released = self
-            .pending_young
-            .iter()
-            .position(|&(_, by)| by > upto)
-            .unwrap_or(self.pending_young.len());
-        for (page, _) in self.pending_young.drain(..released) {
-            self.waiting.remove(&page);
-            self.free.insert(page);
-        }
+        release(
+            &mut self.pending_young,
+            &mut self.waiting,
+            &mut self.free,
+            upto,
+        );
     }
 
     /// Whether any freed page waits.
@@ -163,17 +160,7 @@ impl FreeList {
 
     /// Makes pages freed by commits up to `upto` reusable.
     pub fn release(&mut self, upto: u64) {
-        // The prefix freed by commits up to `upto` (a scan, not a binary search: were the
-        // order ever broken, a page would be released late, never early).
-        let released = self
-            .pending
-            .iter()
-            .position(|&(_, by)| by > upto)
-            .unwrap_or(self.pending.len());
-        for (page, _) in self.pending.drain(..released) {
-            self.waiting.remove(&page);
-            self.free.insert(page);
-        }
+        release(&mut self.pending, &mut self.waiting, &mut self.free, upto);
     }
 
     /// One page to write.
@@ -341,6 +328,26 @@ impl FreeList {
             }
         }
         runs
+    }
+}
+
+/// Moves the pages of `list` (in the order they were freed) freed by commits up to `upto`
+/// from `waiting` to `free`.
+fn release(
+    list: &mut Vec<(u64, u64)>,
+    waiting: &mut BTreeMap<u64, u64>,
+    free: &mut BTreeSet<u64>,
+    upto: u64,
+) {
+    // The prefix freed by commits up to `upto` (a scan, not a binary search: were the order
+    // ever broken, a page would be released late, never early).
+    let released = list
+        .iter()
+        .position(|&(_, by)| by > upto)
+        .unwrap_or(list.len());
+    for (page, _) in list.drain(..released) {
+        waiting.remove(&page);
+        free.insert(page);
     }
 }
 

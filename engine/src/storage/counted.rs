@@ -21,6 +21,15 @@ pub(crate) struct Counted {
     pub counters: Arc<IoCounters>,
 }
 
+impl Counted {
+    fn wrote(&self, bytes: usize) {
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
 impl Storage for Counted {
     fn len(&self) -> u64 {
         self.inner.len()
@@ -33,19 +42,12 @@ impl Storage for Counted {
     }
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.inner.write(offset, data)?;
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_written
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.wrote(data.len());
         Ok(())
     }
     fn write_vectored(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
         self.inner.write_vectored(offset, bufs)?;
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        let bytes: usize = bufs.iter().map(|b| b.len()).sum();
-        self.counters
-            .bytes_written
-            .fetch_add(bytes as u64, Ordering::Relaxed);
+        self.wrote(bufs.iter().map(|b| b.len()).sum());
         Ok(())
     }
     fn sync(&self) -> io::Result<()> {
@@ -55,10 +57,7 @@ impl Storage for Counted {
     }
     fn write_durable(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.inner.write_durable(offset, data)?;
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_written
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.wrote(data.len());
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
