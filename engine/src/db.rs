@@ -199,7 +199,12 @@ impl Builder {
             let mut txn = db.begin_write()?;
             txn.set_durability(Durability::Immediate);
             for (page, payload) in &log {
-                crate::oplog::replay(&mut txn, payload, *page)?;
+                // A record that passed its checksum but does not apply to the commit it
+                // follows (a missing table, say) is damage, named by its page.
+                crate::oplog::replay(&mut txn, payload, *page).map_err(|e| match e {
+                    Error::Io(_) | Error::Corruption { .. } => e,
+                    other => Error::corrupt(*page, format!("commit log record: {other}")),
+                })?;
             }
             txn.commit()?;
         }

@@ -149,3 +149,47 @@ fn durable_single_put_commits_reuse_their_own_pages_between_syncs() -> Result<()
     assert!((1_000..1_010).contains(&syncs), "{syncs} syncs");
     Ok(())
 }
+
+#[test]
+fn a_log_record_that_does_not_apply_is_reported_as_damage() -> Result<(), Error> {
+    let storage = FaultyStorage::new(9)?;
+    let db = Database::builder()
+        .page_size(1024)
+        .with_storage(storage.clone(), true, None)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    drop(db);
+    let mut image = storage.live_image();
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("f.cairn");
+    std::fs::write(&path, &image)?;
+    let (txid, log_page) = match cairn_engine::inspect(&path)?.slots {
+        [cairn_engine::SlotInfo::Valid { txid, log_page, .. }, _] => (txid, log_page),
+        _ => panic!("slot 0 holds the sealed commit"),
+    };
+    // A well-formed record, checksum and all, of a put into a table that does not exist.
+    let mut payload = vec![1, 4, 0];
+    payload.extend_from_slice(b"nope");
+    payload.extend_from_slice(&[2, 1, 0, b'k', 1, 0, 0, 0, b'v']);
+    let at = log_page as usize * 1024;
+    let record = &mut image[at..at + 1024];
+    record[0] = 5;
+    record[8..16].copy_from_slice(&(txid + 1).to_le_bytes());
+    record[16..24].copy_from_slice(&txid.to_le_bytes());
+    record[24..28].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    record[32..32 + payload.len()].copy_from_slice(&payload);
+    let mut h = crc32fast::Hasher::new();
+    h.update(&log_page.to_le_bytes());
+    h.update(&record[..28]);
+    h.update(&payload);
+    record[28..32].copy_from_slice(&h.finalize().to_le_bytes());
+    match open_image(&image, false) {
+        Err(Error::Corruption { page, reason }) => {
+            assert_eq!(page, log_page);
+            assert!(reason.contains("nope"), "{reason}");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    Ok(())
+}
