@@ -45,8 +45,12 @@ impl OpLog {
         if let Some(t) = table {
             self.in_table(t);
         }
+        // Checked before copying: a large value is not copied only to be dropped.
+        if self.payload.len() + op.encoded_len() > self.limit {
+            return false;
+        }
         op.encode(&mut self.payload);
-        self.payload.len() <= self.limit
+        true
     }
 }
 

@@ -29,6 +29,16 @@ pub(crate) enum LogOp<'a> {
 }
 
 impl LogOp<'_> {
+    /// The bytes [`LogOp::encode`] appends.
+    pub fn encoded_len(&self) -> usize {
+        match *self {
+            LogOp::Put(k, v) => 1 + 2 + k.len() + 4 + v.len(),
+            LogOp::Table(a) | LogOp::Delete(a) | LogOp::Create(a) | LogOp::Drop(a) => {
+                1 + 2 + a.len()
+            }
+        }
+    }
+
     /// Appends the operation to a payload.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let (op, a, b) = match *self {
@@ -148,7 +158,9 @@ mod tests {
         ];
         let mut payload = Vec::new();
         for op in &ops {
+            let before = payload.len();
             op.encode(&mut payload);
+            assert_eq!(payload.len() - before, op.encoded_len());
         }
         assert_eq!(decode_ops(&payload).as_deref(), Some(&ops[..]));
         let b = encode_record(40, 9, 7, &payload, 1024);
