@@ -321,12 +321,19 @@ fn walk_new(
 /// before any page is taken from them.
 fn freelist(snap: &Snapshot, runs: Vec<FreeRun>) -> Result<FreeList> {
     let mut f = FreeList::with_pages(snap.slot.page_count);
+    let log = snap.slot.log_page..snap.slot.log_page.saturating_add(snap.slot.log_pages);
     for (first, count, _) in runs {
         let end = first.checked_add(u64::from(count));
         if first < FIRST_DATA_PAGE || end.is_none_or(|end| end > f.page_count) {
             return Err(Error::corrupt(
                 snap.slot.freelist_page,
                 format!("freelist lists pages {first}+{count} outside the file"),
+            ));
+        }
+        if end.is_some_and(|end| first < log.end && log.start < end) {
+            return Err(Error::corrupt(
+                snap.slot.freelist_page,
+                format!("freelist lists pages {first}+{count} of the commit log"),
             ));
         }
         for page in first..first + u64::from(count) {

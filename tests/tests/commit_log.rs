@@ -193,3 +193,61 @@ fn a_log_record_that_does_not_apply_is_reported_as_damage() -> Result<(), Error>
     }
     Ok(())
 }
+
+#[test]
+fn a_freelist_that_lists_pages_of_the_log_is_refused() -> Result<(), Error> {
+    let storage = FaultyStorage::new(4)?;
+    let db = Database::builder()
+        .page_size(1024)
+        .with_storage(storage.clone(), true, None)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    for i in 0u32..200 {
+        w.open_table("t")?.insert(&i.to_be_bytes(), &[1; 40])?;
+    }
+    w.commit()?;
+    let mut w = db.begin_write()?;
+    for i in 0u32..100 {
+        w.open_table("t")?.remove(&i.to_be_bytes())?;
+    }
+    w.commit()?;
+    drop(db);
+    let mut image = storage.live_image();
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("f.cairn");
+    std::fs::write(&path, &image)?;
+    let info = cairn_engine::inspect(&path)?;
+    let cairn_engine::SlotInfo::Valid {
+        freelist_page,
+        freelist_len,
+        log_page,
+        ..
+    } = info.slots[0]
+    else {
+        panic!("slot 0 holds the sealed commit");
+    };
+    assert!(freelist_page != 0, "the removals left free pages");
+    // The first free run now starts inside the log; checksums made to match again: the
+    // freelist's in both slots, and each slot's own.
+    let at = freelist_page as usize * 1024;
+    let run = &mut image[at..at + freelist_len as usize];
+    assert!(u64::from_le_bytes(run[16..24].try_into().unwrap_or_default()) > 0);
+    run[24..32].copy_from_slice(&(log_page + 3).to_le_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&freelist_page.to_le_bytes());
+    h.update(run);
+    let crc = h.finalize();
+    for slot in [512, 1024 + 512] {
+        image[slot + 52..slot + 56].copy_from_slice(&crc.to_le_bytes());
+        let own = crc32fast::hash(&image[slot..slot + 72]);
+        image[slot + 72..slot + 76].copy_from_slice(&own.to_le_bytes());
+    }
+    match open_image(&image, false) {
+        Err(Error::NoValidCommit { slot0, slot1 }) => {
+            assert!(slot0.contains("of the commit log"), "{slot0}");
+            assert!(slot1.contains("of the commit log"), "{slot1}");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    Ok(())
+}
