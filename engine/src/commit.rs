@@ -176,16 +176,16 @@ impl WriteTxn {
         }
         out.extend(self.dirty.overflow.drain());
 
-        // The commit log: a durable commit whose record fits appends it with one `O_DSYNC`
-        // write instead of syncing the file, when every commit since the durable one did
-        // the same (decided again below, once the file's length and the waiting pages are
-        // known).
+        // The commit log: a commit whose record fits appends it, when every commit since
+        // the durable one did the same (decided again below, once the file's length and
+        // the waiting pages are known). A durable commit makes its record, and the records
+        // of the Eventual commits before it, durable with one `O_DSYNC` write instead of
+        // syncing the file; an Eventual commit writes its record like its pages.
         let record_pages = self
             .ops
             .as_ref()
             .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(page_size) as u64);
-        let mut logged = self.durability == Durability::Immediate
-            && !self.compacting
+        let mut logged = !self.compacting
             && ws.log.next == Some(txid)
             && record_pages.is_some_and(|n| ws.log.head + n <= ws.log.pages);
 
@@ -297,10 +297,24 @@ impl WriteTxn {
             // finds the slot, and never takes the file for one needing recovery.
             let at = ws.log.page + ws.log.head;
             let record = encode_record(at, txid, original.durable_txid, ops.payload(), page_size);
-            storage.write_durable(at * p, &record)?;
+            if self.durability == Durability::Eventual {
+                storage.write(at * p, &record)?;
+                ws.log.unsynced.get_or_insert(ws.log.head);
+            } else if let Some(from) = ws.log.unsynced {
+                // The Eventual commits' records since the last durable one, read back, go
+                // with this one: a durable record never follows one that is not.
+                let mut stretch = vec![0u8; ((ws.log.head - from) * p) as usize];
+                storage.read((ws.log.page + from) * p, &mut stretch)?;
+                stretch.extend_from_slice(&record);
+                storage.write_durable((ws.log.page + from) * p, &stretch)?;
+                ws.log.unsynced = None;
+                ws.log.logged = txid;
+            } else {
+                storage.write_durable(at * p, &record)?;
+                ws.log.logged = txid;
+            }
             ws.log.head += record.len().div_ceil(page_size) as u64;
             ws.log.next = Some(txid + 1);
-            ws.log.logged = txid;
         } else if !durable {
             // An unlogged commit leaves a gap in the log: it serves again after a sync.
             ws.log.next = None;

@@ -291,6 +291,9 @@ pub(crate) struct LogState {
     pub next: Option<u64>,
     /// The newest commit its record made durable.
     pub logged: u64,
+    /// The first page of the records Eventual commits wrote since the last durable write
+    /// to the log (`None`: none).
+    pub unsynced: Option<u64>,
 }
 
 impl LogState {
@@ -304,6 +307,7 @@ impl LogState {
         self.head = 0;
         self.next = Some(txid + 1);
         self.logged = 0;
+        self.unsynced = None;
     }
 }
 

@@ -251,3 +251,38 @@ fn a_freelist_that_lists_pages_of_the_log_is_refused() -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[test]
+fn a_durable_commit_after_eventual_ones_makes_their_records_durable_too() -> Result<(), Error> {
+    let mut replayed = 0;
+    for seed in 0..40 {
+        let storage = FaultyStorage::new(seed)?;
+        let db = Database::builder()
+            .page_size(1024)
+            .with_storage(storage.clone(), true, None)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        for i in 0u32..12 {
+            let mut w = db.begin_write()?;
+            // Two Eventual commits, then an Immediate one, four times over.
+            if i % 3 != 2 {
+                w.set_durability(Durability::Eventual);
+            }
+            w.open_table("t")?
+                .insert(&i.to_be_bytes(), &[i as u8; 20])?;
+            w.commit()?;
+        }
+        let image = storage.power_cut();
+        drop(db);
+        let reopened = open_image(&image, false)?;
+        replayed += usize::from(reopened.io_stats().commits > 0);
+        let want: State = (0u32..12)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 20]))
+            .collect();
+        assert_eq!(contents(&reopened, "t")?, Some(want), "seed {seed}");
+    }
+    // The Immediate commits wrote the log, not the whole file: cuts lost their pages.
+    assert!(replayed > 5, "{replayed} reopenings replayed the log");
+    Ok(())
+}
