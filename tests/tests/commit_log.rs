@@ -150,23 +150,34 @@ fn durable_single_put_commits_reuse_their_own_pages_between_syncs() -> Result<()
     Ok(())
 }
 
-#[test]
-fn a_log_record_that_does_not_apply_is_reported_as_damage() -> Result<(), Error> {
-    let storage = FaultyStorage::new(9)?;
+/// The image of a cleanly closed database (1 KiB pages) after `work`, and its first slot
+/// as `cairn info` reads it.
+fn sealed(
+    work: impl FnOnce(&Database) -> Result<(), Error>,
+) -> Result<(Vec<u8>, cairn_engine::SlotInfo), Error> {
+    let storage = FaultyStorage::new(1)?;
     let db = Database::builder()
         .page_size(1024)
         .with_storage(storage.clone(), true, None)?;
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
+    work(&db)?;
     drop(db);
-    let mut image = storage.live_image();
+    let image = storage.live_image();
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("f.cairn");
     std::fs::write(&path, &image)?;
-    let (txid, log_page) = match cairn_engine::inspect(&path)?.slots {
-        [cairn_engine::SlotInfo::Valid { txid, log_page, .. }, _] => (txid, log_page),
-        _ => panic!("slot 0 holds the sealed commit"),
+    let [slot, _] = cairn_engine::inspect(&path)?.slots;
+    Ok((image, slot))
+}
+
+#[test]
+fn a_log_record_that_does_not_apply_is_reported_as_damage() -> Result<(), Error> {
+    let (mut image, slot) = sealed(|db| {
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()
+    })?;
+    let cairn_engine::SlotInfo::Valid { txid, log_page, .. } = slot else {
+        panic!("slot 0 holds the sealed commit");
     };
     // A well-formed record, checksum and all, of a put into a table that does not exist.
     let mut payload = vec![1, 4, 0];
@@ -196,33 +207,25 @@ fn a_log_record_that_does_not_apply_is_reported_as_damage() -> Result<(), Error>
 
 #[test]
 fn a_freelist_that_lists_pages_of_the_log_is_refused() -> Result<(), Error> {
-    let storage = FaultyStorage::new(4)?;
-    let db = Database::builder()
-        .page_size(1024)
-        .with_storage(storage.clone(), true, None)?;
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    for i in 0u32..200 {
-        w.open_table("t")?.insert(&i.to_be_bytes(), &[1; 40])?;
-    }
-    w.commit()?;
-    let mut w = db.begin_write()?;
-    for i in 0u32..100 {
-        w.open_table("t")?.remove(&i.to_be_bytes())?;
-    }
-    w.commit()?;
-    drop(db);
-    let mut image = storage.live_image();
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("f.cairn");
-    std::fs::write(&path, &image)?;
-    let info = cairn_engine::inspect(&path)?;
+    let (mut image, slot) = sealed(|db| {
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        for i in 0u32..200 {
+            w.open_table("t")?.insert(&i.to_be_bytes(), &[1; 40])?;
+        }
+        w.commit()?;
+        let mut w = db.begin_write()?;
+        for i in 0u32..100 {
+            w.open_table("t")?.remove(&i.to_be_bytes())?;
+        }
+        w.commit()
+    })?;
     let cairn_engine::SlotInfo::Valid {
         freelist_page,
         freelist_len,
         log_page,
         ..
-    } = info.slots[0]
+    } = slot
     else {
         panic!("slot 0 holds the sealed commit");
     };
