@@ -223,7 +223,8 @@ impl WriteTxn {
         let page_count = self.freelist.page_count;
         let needed = page_count * p;
         // A commit that grows the file, or after which the file's free tail could be cut,
-        // syncs rather than log: the sync lets freed pages be reused and the file shrink.
+        // does not log (a durable one syncs instead): the sync lets freed pages be reused
+        // and the file shrink.
         logged &= needed <= storage.len() && !tail_to_cut(storage.len(), page_count * p, p);
         if storage.len() < needed {
             let step = (storage.len() / 4).max(MIN_GROWTH_PAGES * p);
@@ -231,7 +232,7 @@ impl WriteTxn {
             storage.resize(grown)?;
         }
         let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
-        // Pages freed since the last durable commit cannot be reused until a sync: past a
+        // Pages of the durable commit freed since cannot be reused until a sync: past a
         // bound, an Eventual or logged commit syncs too, so that the file does not grow
         // without end.
         logged &= waiting <= MAX_WAITING_PAGES;

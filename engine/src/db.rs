@@ -561,12 +561,7 @@ impl Database {
             if let Ok(guard) = self.inner.writer.try_lock()
                 && let Some(ws) = guard.as_ref()
             {
-                stats.pages_pinned_by_readers = ws
-                    .freelist
-                    .pending()
-                    .iter()
-                    .filter(|&&(_, freed_by)| freed_by > txid)
-                    .count() as u64;
+                stats.pages_pinned_by_readers = ws.freelist.waiting_freed_after(txid) as u64;
             }
         }
         Ok(stats)

@@ -132,10 +132,17 @@ impl FreeList {
         Some(page)
     }
 
-    /// Pages freed by a commit that a reader or recovery may still need, `(page,
-    /// freed_by)`, in the order they were freed.
+    /// Pages of the durable commit freed since, `(page, freed_by)`, in the order they
+    /// were freed.
+    #[cfg(test)]
     pub fn pending(&self) -> &[(u64, u64)] {
         &self.pending
+    }
+
+    /// How many freed pages wait (for a sync or for readers) that commits after `txid`
+    /// freed: the pages a reader of snapshot `txid` keeps from reuse.
+    pub fn waiting_freed_after(&self, txid: u64) -> usize {
+        self.waiting.values().filter(|&&by| by > txid).count()
     }
 
     /// How many waiting pages were freed by commits after `txid`.

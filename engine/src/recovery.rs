@@ -172,9 +172,12 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
             region: storage.region(),
             verified: Arc::new(VerifiedSet::with_capacity(slot.page_count)),
         };
-        match verify_commit(&snapshot).and_then(|free| freelist(&snapshot, free)) {
-            Ok(freelist) => {
-                let log = log_tail(storage, &slot, page_size)?;
+        let accepted = check_log_run(&slot, page_size)
+            .and_then(|()| verify_commit(&snapshot))
+            .and_then(|free| freelist(&snapshot, free))
+            .and_then(|freelist| Ok((freelist, log_tail(storage, &slot, page_size)?)));
+        match accepted {
+            Ok((freelist, log)) => {
                 if writable {
                     storage.sync()?;
                 }
@@ -199,6 +202,44 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
     Err(Error::NoValidCommit { slot0, slot1 })
 }
 
+/// Checks where `slot` says the commit log is: none (0 pages), or a run of at most 64 MiB
+/// inside the file, past the header pages and apart from the freelist run. Also refuses
+/// the largest txid, so that the next one is always `txid + 1`.
+fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
+    if slot.txid == u64::MAX {
+        return Err(Error::corrupt(0, "commit id out of range"));
+    }
+    let bad = |what: &str| {
+        Err(Error::corrupt(
+            slot.log_page,
+            format!("commit log of {} pages {what}", slot.log_pages),
+        ))
+    };
+    if slot.log_page == 0 {
+        return if slot.log_pages == 0 {
+            Ok(())
+        } else {
+            bad("at page 0")
+        };
+    }
+    let end = slot.log_page.checked_add(slot.log_pages);
+    if slot.log_page < FIRST_DATA_PAGE || end.is_none_or(|end| end > slot.page_count) {
+        return bad("outside the file");
+    }
+    // (This build makes logs of 1 MiB at most; a damaged slot must not make opening read
+    // a whole large file into memory.)
+    if slot.log_pages.saturating_mul(page_size as u64) > 64 << 20 {
+        return bad("too large");
+    }
+    let freelist_pages = slot.freelist_len.div_ceil(page_size as u64);
+    let freelist = slot.freelist_page..slot.freelist_page.saturating_add(freelist_pages);
+    let log = slot.log_page..end.unwrap_or(u64::MAX);
+    if slot.freelist_page != 0 && freelist.start < log.end && log.start < freelist.end {
+        return bad("overlapping the freelist");
+    }
+    Ok(())
+}
+
 /// The records of the commit log that follow commit `slot`: `(page, payload)` of each.
 ///
 /// The log holds one cycle of records: each names the durable commit it follows (its
@@ -206,41 +247,32 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
 /// The cycle read is the one after the slot's own commit or after its durable one; records
 /// of older cycles (or torn, or never written) end it, whatever comes after them.
 fn log_tail(storage: &dyn Storage, slot: &Slot, page_size: usize) -> Result<Vec<(u64, Vec<u8>)>> {
+    // (The run was checked by `check_log_run`: inside the file, at most 64 MiB.)
     if slot.log_page == 0 {
         return Ok(Vec::new());
     }
     let p = page_size as u64;
-    let end = slot.log_page.checked_add(slot.log_pages);
-    if slot.log_page < FIRST_DATA_PAGE || end.is_none_or(|end| end > slot.page_count) {
-        return Err(Error::corrupt(
-            slot.log_page,
-            format!("commit log of {} pages outside the file", slot.log_pages),
-        ));
-    }
-    // (This build makes logs of 1 MiB at most; a damaged slot must not make it read a
-    // whole large file into memory.)
-    let len = usize::try_from(slot.log_pages * p)
-        .ok()
-        .filter(|&len| len <= 64 << 20)
-        .ok_or_else(|| Error::corrupt(slot.log_page, "commit log too large"))?;
-    let mut bytes = vec![0u8; len];
+    let mut bytes = vec![0u8; (slot.log_pages * p) as usize];
     storage.read(slot.log_page * p, &mut bytes)?;
     let mut out = Vec::new();
-    let (mut at, mut base, mut next) = (0u64, None, 0);
+    let (mut at, mut base, mut next) = (0u64, None, None);
     while at < slot.log_pages {
         let page = slot.log_page + at;
         let Some(r) = LogRecord::decode(page, &bytes[(at * p) as usize..], page_size) else {
             break;
         };
         let follows = match base {
-            None => (r.base == slot.txid || r.base == slot.durable_txid) && r.txid == r.base + 1,
-            Some(b) => r.base == b && r.txid == next,
+            None => {
+                (r.base == slot.txid || r.base == slot.durable_txid)
+                    && r.base.checked_add(1) == Some(r.txid)
+            }
+            Some(b) => r.base == b && Some(r.txid) == next,
         };
         if !follows {
             break;
         }
         base = Some(r.base);
-        next = r.txid + 1;
+        next = r.txid.checked_add(1);
         if r.txid > slot.txid {
             out.push((page, r.payload.to_vec()));
         }

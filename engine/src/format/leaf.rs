@@ -3,8 +3,9 @@
 //!
 //! The page is header, then `count` little-endian `u16` offsets (the slot array, in key
 //! order), then free space, then the entries, packed at the end of the page (in key order
-//! when the page is written whole by [`encode_leaf`]; in any order once edited in place). An entry is `key_len: u16, flags: u8, value_len: u32, key`, then the value itself
-//! or, when flag bit 0 is set, an overflow reference `first_page: u64, crc: u32`.
+//! when the page is written whole by [`encode_leaf`]; in any order once edited in place).
+//! An entry is `key_len: u16, flags: u8, value_len: u32, key`, then the value itself or,
+//! when flag bit 0 is set, an overflow reference `first_page: u64, crc: u32`.
 
 use super::page::page_count;
 use super::{

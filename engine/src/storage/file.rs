@@ -51,13 +51,21 @@ impl FileStorage {
     /// [`Storage::write_durable`] syncs only its own range instead of the whole file.
     ///
     /// # Errors
-    /// When the file cannot be opened for writing.
+    /// When the file cannot be opened for writing, or `path` now names another file (it was
+    /// replaced since this one was opened).
     pub fn with_durable_writes(mut self, path: &std::path::Path) -> io::Result<FileStorage> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let dsync = std::fs::OpenOptions::new()
             .write(true)
             .custom_flags(nix::libc::O_DSYNC)
             .open(path)?;
+        let (a, b) = (self.file.metadata()?, dsync.metadata()?);
+        if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
+            return Err(io::Error::other(format!(
+                "{} was replaced while it was being opened",
+                path.display()
+            )));
+        }
         self.dsync = Some(dsync);
         Ok(self)
     }
@@ -94,6 +102,7 @@ impl Storage for FileStorage {
         for chunk in bufs.chunks(MAX_IOVECS) {
             let mut slices: Vec<IoSlice<'_>> = chunk.iter().map(|b| IoSlice::new(b)).collect();
             let mut rest = &mut slices[..];
+            // Drops leading empty buffers, so that `Ok(0)` below means the disk took nothing.
             IoSlice::advance_slices(&mut rest, 0);
             while !rest.is_empty() {
                 let position = i64::try_from(at).map_err(|_| {
