@@ -27,6 +27,12 @@ const MIN_GROWTH_PAGES: u64 = 16;
 /// grow the file, until they cost more than durable ones.
 const MAX_WAITING_PAGES: u64 = 1024;
 
+/// The same bound for a logged commit, which writes no freelist: waiting pages cost it
+/// nothing until the sync, and the longer the log's cycle, the fewer syncs (each writes
+/// back every page the cycle dirtied). Half the file at most: past that, the sync lets a
+/// file that lost most of its data shrink.
+const MAX_WAITING_LOGGED: u64 = 4096;
+
 /// Whether a file of `len` bytes, of which a commit uses `used`, has a free tail to cut
 /// (down to `used` plus [`MIN_GROWTH_PAGES`]): one longer than a quarter of the file, so
 /// that a growth step (a quarter of the old size, a fifth of the new) stays until the file
@@ -101,6 +107,19 @@ fn finalize(
     Ok(ChildRef { page: id, crc })
 }
 
+/// Encodes `freelist`'s free set, as of commit `txid`, into a run of pages it takes from
+/// the set (or the file's end): returns the run's first page and its bytes.
+pub(crate) fn encode_free_set(freelist: &mut FreeList, txid: u64, p: u64) -> (u64, Vec<u8>) {
+    // Allocating the run takes pages from the front of free runs, so it never adds a run:
+    // the count before allocating (plus one, to spare) bounds the count after.
+    let mut runs = freelist.runs();
+    let run_pages = (freelist_len(runs.len() + 1) as u64).div_ceil(p);
+    let page = freelist.alloc_run(run_pages);
+    crate::freelist::carve(&mut runs, page, run_pages);
+    debug_assert_eq!(runs, freelist.runs(), "carved runs");
+    (page, encode_freelist(txid, &runs, (run_pages * p) as usize))
+}
+
 impl WriteTxn {
     fn has_changes(&self) -> bool {
         self.compacting
@@ -120,14 +139,28 @@ impl WriteTxn {
         let mut ws = original.clone();
 
         if !self.has_changes() {
-            // (A commit its log record made durable needs no sync.)
-            let synced = self.durability == Durability::Immediate
-                && ws.log.logged != self.base.slot.txid
-                && inner.sync_with(&mut ws)?;
-            // (After the last fallible step: on an error, the caller rolls the free set back.)
-            self.freelist.settle(synced);
+            // Nothing to write: the free set is as the transaction found it, and the sync
+            // may write it (a logged commit's free set is only in memory).
+            self.freelist.rollback();
             ws.freelist = std::mem::take(&mut self.freelist);
-            return Ok(ws);
+            // (A commit its log record made durable needs no sync.)
+            let synced = if self.durability == Durability::Immediate
+                && ws.log.logged != self.base.slot.txid
+            {
+                inner.sync_with(&mut ws)
+            } else {
+                Ok(false)
+            };
+            return match synced {
+                Ok(synced) => {
+                    ws.freelist.settle(synced);
+                    Ok(ws)
+                }
+                Err(e) => {
+                    self.freelist = std::mem::take(&mut ws.freelist);
+                    Err(e)
+                }
+            };
         }
 
         // 1. Every table whose catalog entry changes has its catalog path owned first (the
@@ -197,45 +230,50 @@ impl WriteTxn {
             self.freelist.page_count -= 1;
         }
 
-        // 3. The freelist: the old run is freed, the new run allocated, then encoded.
-        let (old_page, old_len) = original.freelist_run;
-        if old_page != 0 {
-            for page in old_page..old_page.saturating_add(old_len.div_ceil(p)) {
-                self.freelist.free(page, txid);
-            }
+        // 3. The old freelist run is freed. A logged commit writes no freelist: its free
+        //    set stays in memory, and recovery replays the log from the durable commit,
+        //    whose freelist is intact (its pages wait for a sync like any of its pages).
+        //    Any other commit encodes its free set into a run it takes from it.
+        for page in self.base.slot.freelist_run(page_size) {
+            self.freelist.free(page, txid);
         }
-        // Allocating the run takes pages from the front of free runs, so it never adds a
-        // run: the count before allocating (plus one, to spare) bounds the count after.
-        let mut runs = self.freelist.runs();
-        let run_pages = (freelist_len(runs.len() + 1) as u64).div_ceil(p);
-        let freelist_page = self.freelist.alloc_run(run_pages);
-        crate::freelist::carve(&mut runs, freelist_page, run_pages);
-        debug_assert_eq!(runs, self.freelist.runs(), "carved runs");
-        let encoded = encode_freelist(txid, &runs, (run_pages * p) as usize);
-
-        let freelist_crc = checksum(freelist_page, &encoded);
-        let freelist_bytes = encoded.len() as u64;
-        out.push((freelist_page, encoded.into_boxed_slice()));
+        let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
+        // A commit that grows the file, or after which the file's free tail could be cut,
+        // does not log (a durable one syncs instead): the sync lets freed pages be reused
+        // and the file shrink. Pages of the durable commit freed since cannot be reused
+        // until a sync: past a bound, a logged commit syncs too, and so does an Eventual
+        // one past a lower bound, so that the file does not grow without end.
+        let len = storage.len();
+        let used = self.freelist.page_count * p;
+        let max_waiting = MAX_WAITING_LOGGED.min(self.freelist.page_count / 2);
+        logged &= waiting <= max_waiting && used <= len && !tail_to_cut(len, used, p);
+        // Nor one after which a sync would let the file shrink: the pages at its end wait
+        // (a file that lost data at its end; the scan stops at the first page in use).
+        if logged {
+            let enough = MIN_GROWTH_PAGES + len / 4 / p + 1;
+            let tail = self.freelist.unused_tail(enough) * p;
+            logged = !tail_to_cut(len, used - tail, p);
+        }
+        let (freelist_page, freelist_crc, freelist_bytes) = if logged {
+            (Slot::FREELIST_IN_MEMORY, 0, 0)
+        } else {
+            let (page, encoded) = encode_free_set(&mut self.freelist, txid, p);
+            let crc = checksum(page, &encoded);
+            let len = encoded.len() as u64;
+            out.push((page, encoded.into_boxed_slice()));
+            (page, crc, len)
+        };
 
         // 4. Grow the file first. A commit that will be durable makes the growth durable
         //    before its slot can point into it; an Eventual commit's growth becomes durable
         //    with the next sync (until then recovery rejects a slot past the end).
         let page_count = self.freelist.page_count;
         let needed = page_count * p;
-        // A commit that grows the file, or after which the file's free tail could be cut,
-        // does not log (a durable one syncs instead): the sync lets freed pages be reused
-        // and the file shrink.
-        logged &= needed <= storage.len() && !tail_to_cut(storage.len(), page_count * p, p);
         if storage.len() < needed {
             let step = (storage.len() / 4).max(MIN_GROWTH_PAGES * p);
             let grown = needed.max(storage.len() + step).next_multiple_of(p);
             storage.resize(grown)?;
         }
-        let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
-        // Pages of the durable commit freed since cannot be reused until a sync: past a
-        // bound, an Eventual or logged commit syncs too, so that the file does not grow
-        // without end.
-        logged &= waiting <= MAX_WAITING_PAGES;
         let durable =
             !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
         if durable && needed > ws.synced_len {
@@ -352,7 +390,6 @@ impl WriteTxn {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.freelist.settle(durable);
         ws.freelist = std::mem::take(&mut self.freelist);
-        ws.freelist_run = (freelist_page, freelist_bytes);
         ws.next_txid = txid + 1;
         Ok(ws)
     }

@@ -171,7 +171,6 @@ impl Builder {
             }),
             writer: Mutex::new((!self.read_only).then(|| WriterState {
                 freelist: opened.freelist,
-                freelist_run: (slot.freelist_page, slot.freelist_len),
                 next_txid: slot.txid + 1,
                 durable_txid: slot.txid,
                 durable_slot: opened.slot_index,
@@ -264,8 +263,6 @@ pub(crate) struct State {
 #[derive(Debug, Clone)]
 pub(crate) struct WriterState {
     pub freelist: FreeList,
-    /// The persisted freelist run of the newest commit: first page and length in bytes.
-    pub freelist_run: (u64, u64),
     pub next_txid: u64,
     /// The newest commit known to be on stable storage, and the slot (0 or 1) holding it,
     /// which no later commit may overwrite until a newer one is durable.
@@ -378,6 +375,7 @@ impl Inner {
         let latest = self.state().latest.slot;
         let synced = ws.durable_txid < latest.txid;
         if synced {
+            self.record_free_set(ws)?;
             // Write the newest commit's slot again, so that the sync makes durable exactly
             // what is then protected, even if a failed commit wrote its slot there.
             let slot = 1 - ws.durable_slot;
@@ -390,6 +388,66 @@ impl Inner {
             ws.freelist.settle(true);
         }
         Ok(synced)
+    }
+}
+
+impl Inner {
+    /// The writer state, unless a write transaction holds it.
+    pub fn try_take_writer(&self) -> Option<WriterState> {
+        if self.read_only {
+            return None;
+        }
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Gives the newest commit, when its free set is only in the writer's memory (a logged
+    /// commit), a freelist: encoded into a run taken from the set, and named by a copy of
+    /// its slot, which becomes the newest snapshot (the caller writes the slot and syncs).
+    fn record_free_set(&self, ws: &mut WriterState) -> Result<()> {
+        let latest = self.state().latest.clone();
+        if latest.slot.records_freelist() {
+            return Ok(());
+        }
+        let p = self.page_size as u64;
+        ws.freelist.begin();
+        let (page, bytes) = crate::commit::encode_free_set(&mut ws.freelist, latest.txid(), p);
+        let slot = Slot {
+            page_count: ws.freelist.page_count,
+            freelist_page: page,
+            freelist_len: bytes.len() as u64,
+            freelist_crc: crate::format::checksum(page, &bytes),
+            ..latest.slot
+        };
+        let written = (|| {
+            let needed = slot.page_count * p;
+            if self.storage.len() < needed {
+                self.storage.resize(needed)?;
+            }
+            self.storage.write(page * p, &bytes)
+        })();
+        if let Err(e) = written {
+            ws.freelist.rollback();
+            return Err(e.into());
+        }
+        let verified = if slot.page_count > latest.verified.capacity() {
+            Arc::new(latest.verified.grown(slot.page_count))
+        } else {
+            latest.verified.clone()
+        };
+        for q in slot.freelist_run(self.page_size) {
+            verified.remove(q);
+        }
+        ws.freelist.settle(false);
+        self.state().latest = Arc::new(Snapshot {
+            slot,
+            page_size: self.page_size,
+            region: self.storage.region(),
+            verified,
+        });
+        Ok(())
     }
 }
 
@@ -522,6 +580,15 @@ impl Database {
     /// # Errors
     /// Only for failures to read; damage is reported in the [`CheckReport`].
     pub fn check(&self) -> Result<CheckReport> {
+        // A logged commit's free set is in the writer's memory: a sync writes it, so that
+        // the check can account for every page (unless a write transaction is open).
+        if !self.inner.state().latest.slot.records_freelist()
+            && let Some(mut ws) = self.inner.try_take_writer()
+        {
+            let synced = self.inner.sync_with(&mut ws);
+            self.inner.put_writer(ws);
+            synced?;
+        }
         let snapshot = self.inner.state().latest.clone();
         Ok(crate::check::check(&snapshot))
     }

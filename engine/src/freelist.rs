@@ -186,6 +186,20 @@ impl FreeList {
             .saturating_sub(self.free.len() as u64 + self.waiting.len() as u64)
     }
 
+    /// How many pages at the end of the file no commit uses (free, or waiting for a sync
+    /// or a reader), counted up to `limit`.
+    pub fn unused_tail(&self, limit: u64) -> u64 {
+        let mut n = 0;
+        while n < limit && n < self.page_count {
+            let page = self.page_count - 1 - n;
+            if !self.free.contains(&page) && !self.waiting.contains_key(&page) {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
     /// The lowest page that may be overwritten now, or `u64::MAX`.
     pub fn lowest_free(&self) -> u64 {
         self.free.first().copied().unwrap_or(u64::MAX)
@@ -479,6 +493,17 @@ mod tests {
         assert_eq!(f.alloc_many(6), vec![3, 7, 10, 11, 30, 31]);
         assert_eq!(f.page_count, 32);
         assert!(f.free.is_empty() && f.fresh.len() == 12);
+    }
+
+    #[test]
+    fn the_unused_tail_counts_free_and_waiting_pages_up_to_the_first_in_use() {
+        let mut f = FreeList::with_pages(20);
+        assert_eq!(f.unused_tail(100), 0, "page 19 is in use");
+        f.free.extend([12, 17, 19]);
+        f.free(18, 3);
+        f.free(16, 3);
+        assert_eq!(f.unused_tail(100), 4, "19, 18, 17, 16; 15 is in use");
+        assert_eq!(f.unused_tail(2), 2, "counted up to the limit");
     }
 
     #[test]

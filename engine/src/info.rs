@@ -18,7 +18,9 @@ pub enum SlotInfo {
         durable_txid: u64,
         page_count: u64,
         catalog_page: u64,
-        freelist_page: u64,
+        /// The freelist's first page (0: no free pages); `None` for a commit the commit
+        /// log holds, whose free set was only in the writer's memory.
+        freelist_page: Option<u64>,
         freelist_len: u64,
         log_page: u64,
         log_pages: u64,
@@ -67,7 +69,7 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
                 durable_txid: s.durable_txid,
                 page_count: s.page_count,
                 catalog_page: s.catalog.page,
-                freelist_page: s.freelist_page,
+                freelist_page: s.records_freelist().then_some(s.freelist_page),
                 freelist_len: s.freelist_len,
                 log_page: s.log_page,
                 log_pages: s.log_pages,

@@ -14,7 +14,9 @@ use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage};
 #[derive(Debug, Clone, PartialEq)]
 pub struct PageInfo {
     pub page: u64,
-    /// `header`, `branch`, `leaf`, `overflow`, `freelist`, `free` or `unused`.
+    /// `header`, `log`, `branch`, `leaf`, `overflow`, `freelist`, `free` (listed in the
+    /// freelist; for a logged commit, whose free set is in the writer's memory, every page
+    /// nothing uses) or `unused` (neither used nor listed: leaked).
     pub kind: &'static str,
     /// The tree it belongs to: a table's name, or `(catalog)`.
     pub owner: String,
@@ -127,7 +129,7 @@ impl Database {
             w.mark(page, "header", "", 0, 0.0);
         }
         let s = snap.slot;
-        if s.freelist_page != 0 {
+        if s.freelist_page != 0 && s.records_freelist() {
             let len = usize::try_from(s.freelist_len)
                 .map_err(|_| Error::corrupt(s.freelist_page, "freelist length"))?;
             let bytes = snap.raw(s.freelist_page, len)?;
@@ -152,13 +154,15 @@ impl Database {
         if s.catalog.page != 0 {
             w.tree(s.catalog, "(catalog)", true, 0)?;
         }
+        let free_recorded = s.records_freelist();
         Ok(w.out
             .into_iter()
             .enumerate()
             .map(|(i, p)| {
                 p.unwrap_or(PageInfo {
                     page: i as u64,
-                    kind: "unused",
+                    // (A logged commit's free set is in the writer's memory.)
+                    kind: if free_recorded { "unused" } else { "free" },
                     owner: String::new(),
                     items: 0,
                     fill: 0.0,

@@ -28,9 +28,11 @@ pub(crate) struct Opened {
     pub log: Vec<(u64, Vec<u8>)>,
 }
 
-/// The commit log's size: 256 KiB, or 16 pages if more (one record of a single-put commit
-/// takes a page; the log fills after tens of commits, and then a commit syncs the file).
-const LOG_BYTES: u64 = 256 << 10;
+/// The commit log's size: 1 MiB, or 16 pages if more. A record of a single-put commit
+/// takes a page, so the log fills after a few hundred such commits, and then a commit
+/// syncs the file; the longer the cycle, the fewer syncs, each writing back the pages the
+/// cycle dirtied (a quarter of this size made 100-put transactions ~25 % slower).
+const LOG_BYTES: u64 = 1 << 20;
 const MIN_LOG_PAGES: u64 = 16;
 
 /// Writes the header and a first, empty commit into an empty store.
@@ -160,6 +162,15 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
     slots.sort_by_key(|(s, _)| std::cmp::Reverse((s.txid, s.durable_txid)));
     let mut shortest_needed = None;
     for (slot, i) in slots {
+        if writable && !slot.records_freelist() {
+            // A logged commit: its free set was only in the writer's memory. The durable
+            // commit in the other slot and the log's records after it rebuild it.
+            reasons[i] = format!(
+                "commit {} is in the commit log, after commit {}",
+                slot.txid, slot.durable_txid
+            );
+            continue;
+        }
         let needed = slot.page_count.saturating_mul(page_size as u64);
         if needed > len || slot.page_count < FIRST_DATA_PAGE {
             reasons[i] = format!("commit {} needs {needed} bytes", slot.txid);
@@ -216,10 +227,10 @@ fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
         ))
     };
     if slot.log_page == 0 {
-        return if slot.log_pages == 0 {
-            Ok(())
-        } else {
-            bad("at page 0")
+        return match (slot.log_pages, slot.records_freelist()) {
+            (0, true) => Ok(()),
+            (0, false) => Err(Error::corrupt(0, "a logged commit in a file without a log")),
+            _ => bad("at page 0"),
         };
     }
     let end = slot.log_page.checked_add(slot.log_pages);
@@ -231,10 +242,9 @@ fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
     if slot.log_pages.saturating_mul(page_size as u64) > 64 << 20 {
         return bad("too large");
     }
-    let freelist_pages = slot.freelist_len.div_ceil(page_size as u64);
-    let freelist = slot.freelist_page..slot.freelist_page.saturating_add(freelist_pages);
+    let freelist = slot.freelist_run(page_size);
     let log = slot.log_page..end.unwrap_or(u64::MAX);
-    if slot.freelist_page != 0 && freelist.start < log.end && log.start < freelist.end {
+    if freelist.start < log.end && log.start < freelist.end {
         return bad("overlapping the freelist");
     }
     Ok(())
@@ -285,7 +295,7 @@ fn log_tail(storage: &dyn Storage, slot: &Slot, page_size: usize) -> Result<Vec<
 /// those), following the checksums down from the slot; returns the freelist runs.
 fn verify_commit(snap: &Snapshot) -> Result<Vec<FreeRun>> {
     let s = snap.slot;
-    let entries = if s.freelist_page == 0 {
+    let entries = if s.freelist_page == 0 || !s.records_freelist() {
         Vec::new()
     } else {
         let len = usize::try_from(s.freelist_len)

@@ -105,17 +105,13 @@ pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
             page_size: snap.page_size,
             file_size,
             page_count: s.page_count,
-            freelist_pages: if s.freelist_page == 0 {
-                0
-            } else {
-                s.freelist_len.div_ceil(p)
-            },
+            freelist_pages: s.freelist_run(snap.page_size).count() as u64,
             log_pages: s.log_pages,
             ..Stats::default()
         },
         used_bytes: 0,
     };
-    if s.freelist_page != 0 {
+    if s.freelist_page != 0 && s.records_freelist() {
         let len = usize::try_from(s.freelist_len)
             .map_err(|_| Error::corrupt(s.freelist_page, "freelist length out of range"))?;
         let bytes = snap.raw(s.freelist_page, len)?;
@@ -128,6 +124,14 @@ pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
         w.tree(s.catalog, true, 0)?;
     }
     let tree_pages = w.stats.branch_pages + w.stats.leaf_pages;
+    if !s.records_freelist() {
+        // A logged commit's free set is in the writer's memory: every page no tree, header
+        // or log uses is free.
+        w.stats.free_pages = s
+            .page_count
+            .saturating_sub(crate::pager::FIRST_DATA_PAGE + s.log_pages)
+            .saturating_sub(tree_pages + w.stats.overflow_pages);
+    }
     if tree_pages > 0 {
         w.stats.fill_factor = w.used_bytes as f64 / (tree_pages * p) as f64;
     }

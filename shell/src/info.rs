@@ -26,11 +26,16 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
                 freelist_len,
                 log_page,
                 log_pages,
-            } => println!(
-                "slot {i}          commit {txid} (durable as of commit {durable_txid}), {page_count} pages, \
-                 catalog root page {catalog_page}, freelist page {freelist_page} ({freelist_len} bytes), \
-                 commit log pages {log_page}+{log_pages}"
-            ),
+            } => {
+                let freelist = match freelist_page {
+                    Some(page) => format!("freelist page {page} ({freelist_len} bytes)"),
+                    None => "freelist in the writer's memory (a logged commit)".to_owned(),
+                };
+                println!(
+                    "slot {i}          commit {txid} (durable as of commit {durable_txid}), {page_count} pages, \
+                     catalog root page {catalog_page}, {freelist}, commit log pages {log_page}+{log_pages}"
+                )
+            }
             SlotInfo::Invalid => {
                 println!("slot {i}          empty, torn or damaged (checksum mismatch)")
             }

@@ -134,7 +134,7 @@ fn check_fails_the_batch_on_a_damaged_file() {
     assert!(ok.status.success() && text(&ok.stdout).starts_with("ok:"));
 
     let mut bytes = std::fs::read(&db).unwrap_or_else(|e| panic!("{e}"));
-    bytes[4096 * 80 + 100] ^= 0xff; // inside a tree page (after the commit log)
+    bytes[4096 * 270 + 100] ^= 0xff; // inside a tree page (after the 1 MiB commit log)
     std::fs::write(&db, &bytes).unwrap_or_else(|e| panic!("{e}"));
     let bad = cairn(&[path(&db), "-readonly", "-c", ".check"], b"");
     assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stdout));

@@ -229,6 +229,9 @@ fn a_freelist_that_lists_pages_of_the_log_is_refused() -> Result<(), Error> {
     else {
         panic!("slot 0 holds the sealed commit");
     };
+    let Some(freelist_page) = freelist_page else {
+        panic!("a sealed commit names its freelist");
+    };
     assert!(freelist_page != 0, "the removals left free pages");
     // The first free run now starts inside the log; checksums made to match again: the
     // freelist's in both slots, and each slot's own.
@@ -330,6 +333,9 @@ fn a_slot_naming_an_impossible_log_is_refused() -> Result<(), Error> {
     } = slot
     else {
         panic!("slot 0 holds the sealed commit");
+    };
+    let Some(freelist_page) = freelist_page else {
+        panic!("a sealed commit names its freelist");
     };
     // Each damage to both slots, their checksums made to match again.
     let cases: [(&str, u64, u64, &str); 4] = [

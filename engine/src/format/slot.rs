@@ -32,7 +32,8 @@ pub(crate) struct Slot {
     pub page_count: u64,
     /// The catalog tree's root (page 0: no tables).
     pub catalog: ChildRef,
-    /// The freelist's first page (0: none), its length in bytes, and its checksum.
+    /// The freelist's first page (0: none; [`Slot::FREELIST_IN_MEMORY`]: not written),
+    /// its length in bytes, and its checksum.
     pub freelist_page: u64,
     pub freelist_len: u64,
     pub freelist_crc: u32,
@@ -42,6 +43,26 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// `freelist_page` of a commit whose record in the commit log made it durable or will:
+    /// its free set stays in the writer's memory, and recovery goes back to the durable
+    /// commit and replays the log instead (docs/design.md#commit-log). A build that does
+    /// not know the mark finds the freelist outside the file and does the same.
+    pub const FREELIST_IN_MEMORY: u64 = u64::MAX;
+
+    /// Whether the slot names its freelist (or has none to name).
+    pub fn records_freelist(&self) -> bool {
+        self.freelist_page != Self::FREELIST_IN_MEMORY
+    }
+
+    /// The pages the freelist takes (none when it is not written).
+    pub fn freelist_run(&self, page_size: usize) -> std::ops::Range<u64> {
+        if self.freelist_page == 0 || !self.records_freelist() {
+            return 0..0;
+        }
+        let pages = self.freelist_len.div_ceil(page_size as u64);
+        self.freelist_page..self.freelist_page.saturating_add(pages)
+    }
+
     pub fn encode(&self) -> [u8; SLOT_LEN] {
         let mut b = [0u8; SLOT_LEN];
         put_u64(&mut b, TXID, self.txid);
