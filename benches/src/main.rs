@@ -172,7 +172,9 @@ fn readers_beside_writer(s: &mut dyn Store, p: &Params, readers: usize) -> R<f64
         }
         let secs = start.elapsed().as_secs_f64();
         stop.store(true, Relaxed);
-        writer.join().map_err(|_| "the writer panicked".to_owned())??;
+        writer
+            .join()
+            .map_err(|_| "the writer panicked".to_owned())??;
         failed.map_or(Ok(read as f64 / secs), Err)
     });
     Ok(outcome?)
@@ -422,6 +424,13 @@ fn list(arg: Option<String>) -> Option<Vec<String>> {
     arg.map(|s| s.split(',').map(str::to_owned).collect())
 }
 
+/// Flushes every file's dirty pages (the `sync` command) before a measurement, so that the
+/// writeback the measurements before it left behind, often another store's, does not land
+/// in it: a durable write waits for the device's queue, whoever filled it.
+fn settle_disk() {
+    let _ = std::process::Command::new("sync").status();
+}
+
 /// Measures one row: each store `runs` times, printing the medians and ratios.
 fn row(
     name: &str,
@@ -440,6 +449,7 @@ fn row(
     for (store, open) in stores {
         let mut xs = Vec::new();
         for _ in 0..runs {
+            settle_disk();
             match measure(*open) {
                 Ok(x) => xs.push(x),
                 Err(e) if e.to_string() == store::NOT_SHARED => break,
