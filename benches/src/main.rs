@@ -1,9 +1,10 @@
 //! Cairn against peer stores, on the same workloads, in one run on one machine:
-//! `cd benches && cargo run --release -- [--keys N] [--runs N] [--stores a,b] [--workloads x,y]`;
+//! `cd benches && cargo run --release -- [--keys N] [--runs N] [--stores a,b] [--workloads 'x;y']`
+//! (workloads by the start of their names, which hold commas: separated by semicolons);
 //! `--memory DIR` measures the memory of a process reading a 1 GiB database instead.
 //!
-//! Every store gets a fresh folder for every measurement; loads that are not measured
-//! happen first. Each figure is the median of the runs. The last column is Cairn's figure
+//! Every store gets a fresh folder for every measurement, after a system-wide `sync`;
+//! loads that are not measured happen first. Each figure is the median of the runs. The last column is Cairn's figure
 //! over the best peer's (for latencies, the best peer's over Cairn's): above 1 means Cairn
 //! is ahead.
 
@@ -420,8 +421,8 @@ fn measure(open: stores::Opener, w: &Workload, p: &Params) -> R<f64> {
     (w.run)(store.as_mut(), p)
 }
 
-fn list(arg: Option<String>) -> Option<Vec<String>> {
-    arg.map(|s| s.split(',').map(str::to_owned).collect())
+fn list(arg: Option<String>, separator: char) -> Option<Vec<String>> {
+    arg.map(|s| s.split(separator).map(str::to_owned).collect())
 }
 
 /// Flushes every file's dirty pages (the `sync` command) before a measurement, so that the
@@ -498,8 +499,8 @@ fn main() -> R<()> {
         match a.as_str() {
             "--keys" => keys = args.next().ok_or("--keys N")?.parse()?,
             "--runs" => runs = args.next().ok_or("--runs N")?.parse()?,
-            "--stores" => only_stores = list(args.next()),
-            "--workloads" => only_workloads = list(args.next()),
+            "--stores" => only_stores = list(args.next(), ','),
+            "--workloads" => only_workloads = list(args.next(), ';'),
             "--scripts" => {
                 scripts = Some(std::path::PathBuf::from(
                     args.next().ok_or("--scripts DIR")?,
