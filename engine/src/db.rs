@@ -1,7 +1,6 @@
 //! The database handle: opening and creating, the shared state of readers and the writer,
 //! and syncing.
 
-use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -167,7 +166,7 @@ impl Builder {
             durability: self.durability,
             state: Mutex::new(State {
                 latest: Arc::new(opened.snapshot),
-                readers: BTreeMap::new(),
+                readers: Default::default(),
             }),
             writer: Mutex::new((!self.read_only).then(|| WriterState {
                 freelist: opened.freelist,
@@ -256,7 +255,7 @@ impl Builder {
 pub(crate) struct State {
     pub latest: Arc<Snapshot>,
     /// Live read transactions by snapshot id: how many, and when the first began.
-    pub readers: BTreeMap<u64, (usize, std::time::Instant)>,
+    pub readers: crate::readers::Readers,
 }
 
 /// What belongs to the one writer, handed to a write transaction for its life.
@@ -577,8 +576,14 @@ impl Database {
 
     /// Walks every page of the newest commit and reports every problem found.
     ///
+    /// When the newest commit is one the commit log holds, whose free set is only in the
+    /// writer's memory, the file is synced first (which writes that set), unless a write
+    /// transaction is open: then every page is checked, but leaked pages cannot be told
+    /// from free ones and are not reported.
+    ///
     /// # Errors
-    /// Only for failures to read; damage is reported in the [`CheckReport`].
+    /// An I/O error from that sync, or a failure to read; damage is reported in the
+    /// [`CheckReport`].
     pub fn check(&self) -> Result<CheckReport> {
         // A logged commit's free set is in the writer's memory: a sync writes it, so that
         // the check can account for every page (unless a write transaction is open).
@@ -600,11 +605,7 @@ impl Database {
     pub fn stats(&self) -> Result<Stats> {
         let (snapshot, oldest) = {
             let state = self.inner.state();
-            let oldest = state
-                .readers
-                .iter()
-                .next()
-                .map(|(&txid, &(_, since))| (txid, since));
+            let oldest = state.readers.oldest();
             (state.latest.clone(), oldest)
         };
         let mut stats = crate::stats::stats(&snapshot, self.inner.storage.len())?;
@@ -616,13 +617,13 @@ impl Database {
             _ => None,
         };
         let oldest = match (oldest, remote) {
-            (Some((txid, since)), Some(r)) if txid <= r => Some((txid, Some(since))),
+            (Some((txid, age)), Some(r)) if txid <= r => Some((txid, Some(age))),
             (_, Some(r)) => Some((r, None)),
-            (local, None) => local.map(|(txid, since)| (txid, Some(since))),
+            (local, None) => local.map(|(txid, age)| (txid, Some(age))),
         };
-        if let Some((txid, since)) = oldest {
+        if let Some((txid, age)) = oldest {
             stats.oldest_reader_txid = Some(txid);
-            stats.oldest_reader_age = since.map(|s| s.elapsed());
+            stats.oldest_reader_age = age;
             // Pages freed after the oldest snapshot: they wait for it to end. (Unknown
             // while a write transaction holds the writer state.)
             if let Ok(guard) = self.inner.writer.try_lock()

@@ -67,14 +67,12 @@ impl Inner {
                     _ => {}
                 }
                 let snapshot = state.latest.clone();
-                let entry = state
-                    .readers
-                    .entry(snapshot.txid())
-                    .or_insert((0, std::time::Instant::now()));
-                if entry.0 == 0 {
-                    crate::lock::pin(file, snapshot.txid())?;
+                if state.readers.enter(snapshot.txid())
+                    && let Err(e) = crate::lock::pin(file, snapshot.txid())
+                {
+                    state.readers.leave(snapshot.txid());
+                    return Err(e.into());
                 }
-                entry.0 += 1;
                 snapshot
             };
             // Any newer commit counts here, even one the file is not yet long enough for.
@@ -98,15 +96,11 @@ impl Inner {
     /// Unregisters one reader of snapshot `txid`.
     pub(crate) fn end_read(&self, txid: u64) {
         let mut state = self.state();
-        if let Some((n, _)) = state.readers.get_mut(&txid) {
-            *n -= 1;
-            if *n == 0 {
-                state.readers.remove(&txid);
-                if let (true, Some(file)) = (self.read_only, self.lock_file.as_ref()) {
-                    // Failing to unpin only keeps pages from reuse until this file closes.
-                    let _ = crate::lock::unpin(file, txid);
-                }
-            }
+        if state.readers.leave(txid)
+            && let (true, Some(file)) = (self.read_only, self.lock_file.as_ref())
+        {
+            // Failing to unpin only keeps pages from reuse until this file closes.
+            let _ = crate::lock::unpin(file, txid);
         }
     }
 }

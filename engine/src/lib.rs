@@ -38,6 +38,7 @@ mod oplog;
 mod page_map;
 mod pager;
 mod read_txn;
+mod readers;
 mod recovery;
 mod stats;
 pub mod storage;

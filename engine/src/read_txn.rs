@@ -27,11 +27,7 @@ impl ReadTxn {
         let snapshot = {
             let mut state = inner.state();
             let snapshot = state.latest.clone();
-            state
-                .readers
-                .entry(snapshot.txid())
-                .or_insert((0, std::time::Instant::now()))
-                .0 += 1;
+            state.readers.enter(snapshot.txid());
             snapshot
         };
         Ok(ReadTxn { inner, snapshot })

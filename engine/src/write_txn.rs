@@ -50,7 +50,7 @@ impl WriteTxn {
             let state = inner.state();
             (
                 state.latest.clone(),
-                state.readers.keys().next().copied().unwrap_or(u64::MAX),
+                state.readers.oldest().map_or(u64::MAX, |(txid, _)| txid),
             )
         };
         // Pages freed by commit N are reusable once no reader is older, here or in another
