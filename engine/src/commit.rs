@@ -378,12 +378,7 @@ impl WriteTxn {
         }
 
         // 7. Publish to new readers.
-        let snapshot = Snapshot {
-            slot,
-            page_size,
-            region: storage.region(),
-            verified: verified.clone(),
-        };
+        let snapshot = Snapshot::new(slot, page_size, storage.region(), verified.clone());
         inner.state().latest = Arc::new(snapshot);
         inner
             .commits

@@ -440,12 +440,12 @@ impl Inner {
             verified.remove(q);
         }
         ws.freelist.settle(false);
-        self.state().latest = Arc::new(Snapshot {
+        self.state().latest = Arc::new(Snapshot::new(
             slot,
-            page_size: self.page_size,
-            region: self.storage.region(),
+            self.page_size,
+            self.storage.region(),
             verified,
-        });
+        ));
         Ok(())
     }
 }

@@ -57,12 +57,12 @@ impl Inner {
                     Some(slot) if slot.txid > state.latest.slot.txid => {
                         // A new commit: pages may have been rewritten since they were
                         // verified, so verification starts afresh for this snapshot.
-                        state.latest = Arc::new(Snapshot {
+                        state.latest = Arc::new(Snapshot::new(
                             slot,
-                            page_size: self.page_size,
-                            region: self.storage.region(),
-                            verified: Arc::new(VerifiedSet::with_capacity(slot.page_count)),
-                        });
+                            self.page_size,
+                            self.storage.region(),
+                            Arc::new(VerifiedSet::with_capacity(slot.page_count)),
+                        ));
                     }
                     _ => {}
                 }

@@ -4,13 +4,13 @@
 //! read after the file was opened or the page was rewritten; a lock-free bitmap remembers
 //! which pages passed, so steady-state reads pay nothing for verification.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    BranchPage, ChildRef, LeafPage, OVERFLOW_HEADER, OverflowRef, PageKind, Slot, checksum,
-    page_kind,
+    BranchPage, ChildRef, LeafPage, OVERFLOW_HEADER, OverflowRef, PageKind, Slot, TableMeta,
+    checksum, page_kind,
 };
 use crate::storage::Region;
 
@@ -75,6 +75,10 @@ pub(crate) struct Snapshot {
     pub page_size: usize,
     pub region: Arc<Region>,
     pub verified: Arc<VerifiedSet>,
+    /// The catalog entry of the first table a reader opened in this snapshot, so that
+    /// the read transactions that each open the same table (one per operation, often)
+    /// skip the catalog's tree.
+    pub first_table: OnceLock<(Box<str>, TableMeta)>,
 }
 
 /// A tree page, typed.
@@ -85,6 +89,21 @@ pub(crate) enum TreePage<'a> {
 }
 
 impl Snapshot {
+    pub fn new(
+        slot: Slot,
+        page_size: usize,
+        region: Arc<Region>,
+        verified: Arc<VerifiedSet>,
+    ) -> Snapshot {
+        Snapshot {
+            slot,
+            page_size,
+            region,
+            verified,
+            first_table: OnceLock::new(),
+        }
+    }
+
     pub fn txid(&self) -> u64 {
         self.slot.txid
     }

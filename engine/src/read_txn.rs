@@ -50,8 +50,17 @@ impl ReadTxn {
     /// # Errors
     /// [`Error::TableNotFound`], or corruption found on the way.
     pub fn open_table(&self, name: &str) -> Result<Table<'_>> {
-        let meta = catalog_get(self.pages(), self.snapshot.slot.catalog, name)?
-            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        let cached = &self.snapshot.first_table;
+        let meta = match cached.get() {
+            Some((first, meta)) if **first == *name => *meta,
+            _ => {
+                let meta = catalog_get(self.pages(), self.snapshot.slot.catalog, name)?
+                    .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+                // (Only the first table opened is kept; a race to set it keeps either.)
+                let _ = cached.set((name.into(), meta));
+                meta
+            }
+        };
         Ok(Table::new(self.pages(), meta))
     }
 
@@ -111,4 +120,37 @@ pub(crate) fn list_catalog(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Database, Error};
+
+    #[test]
+    fn each_snapshot_remembers_its_first_table_and_looks_up_the_others() -> Result<(), Error> {
+        let db = Database::in_memory()?;
+        let mut w = db.begin_write()?;
+        for (name, n) in [("a", 1u8), ("b", 2)] {
+            w.create_table(name)?;
+            for k in 0..n {
+                w.open_table(name)?.insert(&[k], name.as_bytes())?;
+            }
+        }
+        w.commit()?;
+        let r = db.begin_read()?;
+        assert_eq!(r.open_table("a")?.len(), 1);
+        assert_eq!(r.open_table("b")?.len(), 2, "not the remembered table");
+        assert_eq!(
+            db.begin_read()?.open_table("a")?.get(&[0])?,
+            Some(&b"a"[..])
+        );
+        assert!(matches!(r.open_table("c"), Err(Error::TableNotFound(_))));
+        // A commit makes a new snapshot: its readers see the table as it is now.
+        let mut w = db.begin_write()?;
+        w.open_table("a")?.insert(b"new", b"x")?;
+        w.commit()?;
+        assert_eq!(db.begin_read()?.open_table("a")?.len(), 2);
+        assert_eq!(r.open_table("a")?.len(), 1, "the old snapshot is unchanged");
+        Ok(())
+    }
 }

@@ -177,12 +177,12 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
             shortest_needed = shortest_needed.min(Some(needed)).or(Some(needed));
             continue;
         }
-        let snapshot = Snapshot {
+        let snapshot = Snapshot::new(
             slot,
             page_size,
-            region: storage.region(),
-            verified: Arc::new(VerifiedSet::with_capacity(slot.page_count)),
-        };
+            storage.region(),
+            Arc::new(VerifiedSet::with_capacity(slot.page_count)),
+        );
         let accepted = check_log_run(&slot, page_size)
             .and_then(|()| verify_commit(&snapshot))
             .and_then(|free| freelist(&snapshot, free))
