@@ -105,7 +105,10 @@ pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
             page_size: snap.page_size,
             file_size,
             page_count: s.page_count,
-            freelist_pages: s.freelist_run(snap.page_size).count() as u64,
+            freelist_pages: {
+                let run = s.freelist_run(snap.page_size);
+                run.end - run.start
+            },
             log_pages: s.log_pages,
             ..Stats::default()
         },
