@@ -148,3 +148,33 @@ fn a_clean_close_leaves_both_slots_naming_their_freelists() -> Result<(), Error>
     assert!(reopened.check()?.is_ok());
     Ok(())
 }
+
+#[test]
+fn a_follower_reports_a_slot_naming_an_impossible_freelist_without_walking_it() -> Result<(), Error>
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("crafted.cairn");
+    let db = Database::create(&path)?;
+    logged_commits(&db)?;
+    drop(db);
+    let ro = Database::builder().read_only(true).open(&path)?;
+    // A newer slot, as a writer process would write it, but naming a freelist of 2^50
+    // pages; its checksum made to match.
+    let mut file = std::fs::read(&path)?;
+    let (slot0, slot1) = (512, 4096 + 512);
+    let mut slot = file[slot0..slot0 + 76].to_vec();
+    let txid = u64::from_le_bytes(slot[0..8].try_into().unwrap_or_default());
+    slot[0..8].copy_from_slice(&(txid + 5).to_le_bytes());
+    slot[44..52].copy_from_slice(&((1u64 << 50) * 4096).to_le_bytes());
+    let crc = crc32fast::hash(&slot[..72]);
+    slot[72..76].copy_from_slice(&crc.to_le_bytes());
+    file[slot1..slot1 + 76].copy_from_slice(&slot);
+    std::fs::write(&path, &file)?;
+    assert_eq!(
+        ro.begin_read()?.txid(),
+        txid + 5,
+        "the follower took the new slot"
+    );
+    assert!(matches!(ro.stats(), Err(Error::Corruption { .. })));
+    Ok(())
+}
