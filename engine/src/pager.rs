@@ -157,6 +157,17 @@ impl Snapshot {
         }
     }
 
+    /// Leaf `page`, if it is one and was verified (as a page of this snapshot read before).
+    pub fn verified_leaf(&self, page: u64) -> Option<LeafPage<'_>> {
+        if !self.verified.contains(page) {
+            return None;
+        }
+        let bytes = self.raw(page, self.page_size).ok()?;
+        (page_kind(bytes) == Some(PageKind::Leaf))
+            .then(|| LeafPage::new(bytes, page).ok())
+            .flatten()
+    }
+
     /// The value stored in overflow run `o`, verified on first read.
     pub fn overflow(&self, o: OverflowRef) -> Result<&[u8]> {
         let total = OVERFLOW_HEADER + o.len as usize;

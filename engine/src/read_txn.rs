@@ -7,7 +7,7 @@ use crate::db::Inner;
 use crate::error::{Error, Result};
 use crate::format::TableMeta;
 use crate::pager::Snapshot;
-use crate::table::{Table, TableInfo};
+use crate::table::{Finger, Table, TableInfo};
 
 /// A read-only view of one committed state. It never blocks the writer nor is blocked by
 /// it; pages it can see are not reused until it is dropped. `Send`, so it can move to
@@ -16,13 +16,18 @@ use crate::table::{Table, TableInfo};
 pub struct ReadTxn {
     inner: Arc<Inner>,
     snapshot: Arc<Snapshot>,
+    finger: Finger,
 }
 
 impl ReadTxn {
     pub(crate) fn new(inner: Arc<Inner>) -> Result<ReadTxn> {
         if let (true, Some(file)) = (inner.read_only, inner.lock_file.as_ref()) {
             let snapshot = inner.follow(file)?;
-            return Ok(ReadTxn { inner, snapshot });
+            return Ok(ReadTxn {
+                inner,
+                snapshot,
+                finger: Finger::default(),
+            });
         }
         let snapshot = {
             let mut state = inner.state();
@@ -30,7 +35,11 @@ impl ReadTxn {
             state.readers.enter(snapshot.txid());
             snapshot
         };
-        Ok(ReadTxn { inner, snapshot })
+        Ok(ReadTxn {
+            inner,
+            snapshot,
+            finger: Finger::default(),
+        })
     }
 
     /// The id of the commit this transaction sees.
@@ -61,7 +70,7 @@ impl ReadTxn {
                 meta
             }
         };
-        Ok(Table::new(self.pages(), meta))
+        Ok(Table::new(self.pages(), meta, &self.finger))
     }
 
     /// Every table with its entry count, by name.

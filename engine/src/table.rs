@@ -1,11 +1,12 @@
 //! Tables: handles to one named tree, for reading ([`Table`]) and writing ([`TableMut`]).
 
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::btree::{Pages, RangeIter};
 use crate::error::{Error, Result};
 use crate::format::LogOp;
-use crate::format::{ChildRef, MAX_VALUE_LEN, TableMeta};
+use crate::format::{ChildRef, MAX_VALUE_LEN, TableMeta, compare};
 use crate::write_txn::WriteTxn;
 
 /// A table's name and entry count.
@@ -21,6 +22,51 @@ pub struct TableInfo {
 pub struct Table<'t> {
     pages: Pages<'t>,
     meta: TableMeta,
+    /// The transaction's finger: the leaf its last get ended in (see [`Finger`]).
+    finger: &'t Finger,
+}
+
+/// The leaf where a read transaction's last get ended, with its tree's root: a get of a
+/// key between that leaf's first and last keys searches the leaf alone, since no other
+/// leaf of the tree can hold it, and sequential gets skip most descents. The finger is
+/// tried only after two descents in a row ended in the same leaf (a "streak"): reading a
+/// leaf the get does not need costs random gets two cache misses, a fifth of their time.
+/// Root, leaf and streak share one word (`streak << 63 | root << 32 | leaf`), so that
+/// threads sharing the transaction never see one's root with another's leaf; files past
+/// 2^31 pages go without. The leaf is used only if the snapshot verified it: its reader
+/// keeps it from being rewritten.
+#[derive(Debug)]
+pub(crate) struct Finger(AtomicU64);
+
+const NO_FINGER: u64 = u64::MAX;
+const STREAK: u64 = 1 << 63;
+const ROOT_LIMIT: u64 = (1 << 31) - 1;
+const LEAF_MASK: u64 = u32::MAX as u64;
+
+impl Default for Finger {
+    fn default() -> Finger {
+        Finger(AtomicU64::new(NO_FINGER))
+    }
+}
+
+impl Finger {
+    /// The leaf to try for a get in the tree under `root`, during a streak.
+    fn leaf_of(&self, root: u64) -> Option<u64> {
+        let packed = self.0.load(Relaxed);
+        (packed != NO_FINGER && packed & STREAK != 0 && (packed >> 32) & ROOT_LIMIT == root)
+            .then_some(packed & LEAF_MASK)
+    }
+
+    /// A descent in the tree under `root` ended in `leaf`.
+    fn point(&self, root: u64, leaf: u64) {
+        if root >= ROOT_LIMIT || leaf >= LEAF_MASK {
+            return;
+        }
+        let old = self.0.load(Relaxed);
+        let streak = old != NO_FINGER && old & !STREAK == root << 32 | leaf;
+        self.0
+            .store(if streak { STREAK } else { 0 } | root << 32 | leaf, Relaxed);
+    }
 }
 
 fn bounds<K: AsRef<[u8]> + ?Sized>(b: Bound<&K>) -> Bound<&[u8]> {
@@ -52,8 +98,12 @@ fn first_or_last<'a>(
 }
 
 impl<'t> Table<'t> {
-    pub(crate) fn new(pages: Pages<'t>, meta: TableMeta) -> Table<'t> {
-        Table { pages, meta }
+    pub(crate) fn new(pages: Pages<'t>, meta: TableMeta, finger: &'t Finger) -> Table<'t> {
+        Table {
+            pages,
+            meta,
+            finger,
+        }
     }
 
     /// The value stored under `key`, borrowed from the snapshot.
@@ -61,7 +111,20 @@ impl<'t> Table<'t> {
     /// # Errors
     /// Corruption found on the way.
     pub fn get(&self, key: &[u8]) -> Result<Option<&'t [u8]>> {
-        self.pages.get(self.meta.root, key)
+        let Some(root) = self.meta.root else {
+            return Ok(None);
+        };
+        if let Some(leaf) = self.finger.leaf_of(root.page)
+            && let Some(l) = self.pages.snapshot.verified_leaf(leaf)
+            && let Some(last) = l.len().checked_sub(1)
+            && compare(key, l.key(0)?).is_ge()
+            && compare(key, l.key(last)?).is_le()
+        {
+            return self.pages.value_in(l, key);
+        }
+        let (value, leaf) = self.pages.get_in_leaf(Some(root), key)?;
+        self.finger.point(root.page, leaf);
+        Ok(value)
     }
 
     /// The entries with keys in `r`, in key order; reversible with `.rev()`.
@@ -256,4 +319,66 @@ pub(crate) fn check_put(page_size: usize, key: &[u8], value: &[u8]) -> Result<()
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod finger_tests {
+    use crate::{Database, Error};
+
+    fn key(i: u32) -> [u8; 4] {
+        i.to_be_bytes()
+    }
+
+    /// Every get agrees with the model: even keys below 20,000 hold their number.
+    fn agrees(t: &super::Table<'_>, i: u32) -> Result<bool, Error> {
+        let expected = (i.is_multiple_of(2) && i < 20_000).then(|| key(i).to_vec());
+        Ok(t.get(&key(i))?.map(<[u8]>::to_vec) == expected)
+    }
+
+    #[test]
+    fn gets_through_the_finger_agree_with_descents_in_every_order() -> Result<(), Error> {
+        let db = Database::in_memory()?;
+        let mut w = db.begin_write()?;
+        w.create_table("a")?;
+        w.create_table("b")?;
+        for i in (0..20_000).step_by(2) {
+            w.open_table("a")?.insert(&key(i), &key(i))?;
+            // Table b holds other values under the same keys: a finger into a's leaves
+            // must never answer for b.
+            w.open_table("b")?.insert(&key(i), b"b")?;
+        }
+        w.commit()?;
+        let r = db.begin_read()?;
+        let (a, b) = (r.open_table("a")?, r.open_table("b")?);
+        // Forwards and backwards, present and absent keys, past both ends.
+        for i in (0..20_010).chain((0..20_010).rev()) {
+            assert!(agrees(&a, i)?, "key {i}");
+        }
+        // Alternating tables (two gets in a's leaf make a streak first), scattered keys.
+        for i in 0..20_000u32 {
+            assert!(agrees(&a, i)?, "key {i}");
+            assert!(agrees(&a, i)?, "key {i}");
+            let other = b.get(&key(i))?;
+            assert_eq!(
+                other,
+                i.is_multiple_of(2).then_some(&b"b"[..]),
+                "b, key {i}"
+            );
+            let j = i.wrapping_mul(7919) % 20_010;
+            assert!(agrees(&a, j)?, "key {j}");
+        }
+        // Threads sharing the transaction and the table.
+        std::thread::scope(|s| {
+            for t in 0..3u32 {
+                let a = &a;
+                s.spawn(move || {
+                    for i in 0..20_010 {
+                        let i = (i + t * 6_000) % 20_010;
+                        assert!(agrees(a, i).unwrap_or(false), "thread {t}, key {i}");
+                    }
+                });
+            }
+        });
+        Ok(())
+    }
 }

@@ -5,7 +5,7 @@ use rustc_hash::FxHashMap;
 
 use super::{BranchView, Node, NodeView};
 use crate::error::Result;
-use crate::format::{ChildRef, OVERFLOW_HEADER, OverflowRef};
+use crate::format::{ChildRef, LeafPage, OVERFLOW_HEADER, OverflowRef};
 use crate::pager::{Snapshot, TreePage};
 
 /// What a write transaction has changed and not yet committed.
@@ -47,6 +47,17 @@ impl<'a> Pages<'a> {
 }
 
 impl<'a> Pages<'a> {
+    /// The value stored under `key` in leaf `l`.
+    pub fn value_in(&self, l: LeafPage<'a>, key: &[u8]) -> Result<Option<&'a [u8]>> {
+        let Ok(i) = l.search(key)? else {
+            return Ok(None);
+        };
+        Ok(Some(match l.entry(i)?.1 {
+            crate::format::ValueRef::Inline(v) => v,
+            crate::format::ValueRef::Overflow(o) => self.overflow(o)?,
+        }))
+    }
+
     /// The way to `key` in the tree under `root`: the child taken at each branch, then the
     /// key's index in its leaf; `None` when the key is not there.
     pub fn path(&self, root: Option<ChildRef>, key: &[u8]) -> Result<Option<Vec<usize>>> {
@@ -76,19 +87,22 @@ impl<'a> Pages<'a> {
 
     /// The value stored under `key` in the tree under `root`.
     pub fn get(&self, root: Option<ChildRef>, key: &[u8]) -> Result<Option<&'a [u8]>> {
-        let Some(mut r) = root else { return Ok(None) };
+        Ok(self.get_in_leaf(root, key)?.0)
+    }
+
+    /// As [`Pages::get`], with the page of the leaf where the search ended (0: none).
+    pub fn get_in_leaf(
+        &self,
+        root: Option<ChildRef>,
+        key: &[u8],
+    ) -> Result<(Option<&'a [u8]>, u64)> {
+        let Some(mut r) = root else {
+            return Ok((None, 0));
+        };
         for _ in 0..=super::MAX_DEPTH {
             match self.node(r)? {
                 NodeView::Branch(b) => r = b.child(b.find_child(key)?)?,
-                NodeView::Leaf(l) => {
-                    let Ok(i) = l.search(key)? else {
-                        return Ok(None);
-                    };
-                    return Ok(Some(match l.entry(i)?.1 {
-                        crate::format::ValueRef::Inline(v) => v,
-                        crate::format::ValueRef::Overflow(o) => self.overflow(o)?,
-                    }));
-                }
+                NodeView::Leaf(l) => return Ok((self.value_in(l, key)?, r.page)),
             }
         }
         Err(crate::error::Error::corrupt(
