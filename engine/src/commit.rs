@@ -33,6 +33,10 @@ const MAX_WAITING_PAGES: u64 = 1024;
 /// file that lost most of its data shrink.
 const MAX_WAITING_LOGGED: u64 = 4096;
 
+/// The most pages at the end of the file a logged commit looks at to see whether a sync
+/// would let the file shrink (each a lookup in the free and waiting sets).
+const MAX_TAIL_SCAN: u64 = 4096;
+
 /// Whether a file of `len` bytes, of which a commit uses `used`, has a free tail to cut
 /// (down to `used` plus [`MIN_GROWTH_PAGES`]): one longer than a quarter of the file, so
 /// that a growth step (a quarter of the old size, a fifth of the new) stays until the file
@@ -248,11 +252,13 @@ impl WriteTxn {
         let max_waiting = MAX_WAITING_LOGGED.min(self.freelist.page_count / 2);
         logged &= waiting <= max_waiting && used <= len && !tail_to_cut(len, used, p);
         // Nor one after which a sync would let the file shrink: the pages at its end wait
-        // (a file that lost data at its end; the scan stops at the first page in use).
+        // (a file that lost data at its end). The scan stops at the first page in use, and
+        // after [`MAX_TAIL_SCAN`] pages: that many waiting at the end sync the file too,
+        // after which they are free, leave `page_count`, and are not scanned again.
         if logged {
-            let enough = MIN_GROWTH_PAGES + len / 4 / p + 1;
-            let tail = self.freelist.unused_tail(enough) * p;
-            logged = !tail_to_cut(len, used - tail, p);
+            let enough = (MIN_GROWTH_PAGES + len / 4 / p + 1).min(MAX_TAIL_SCAN);
+            let tail = self.freelist.unused_tail(enough);
+            logged = tail < MAX_TAIL_SCAN && !tail_to_cut(len, used - tail * p, p);
         }
         let (freelist_page, freelist_crc, freelist_bytes) = if logged {
             (Slot::FREELIST_IN_MEMORY, 0, 0)
