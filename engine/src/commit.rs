@@ -1,5 +1,7 @@
-//! The commit protocol: encode the changed nodes, persist the freelist, write every new
-//! page, then the commit slot, then (for `Immediate`) one `fdatasync`.
+//! The commit protocol: encode the changed nodes, persist the freelist (unless the commit
+//! log takes the commit: then its free set stays in memory), write every new page, then
+//! the commit slot, then (for `Immediate`) the log record with one `O_DSYNC` write, or one
+//! `fdatasync`.
 //!
 //! Step-by-step with what a crash leaves: docs/design.md#commit-protocol.
 
