@@ -12,8 +12,8 @@ use crate::btree::Node;
 use crate::db::{Durability, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{
-    ChildRef, LOG_RECORD_HEADER, SLOT_OFFSET, Slot, checksum, encode_branch, encode_freelist,
-    encode_record, freelist_len,
+    ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, checksum, encode_branch,
+    encode_freelist, encode_record, freelist_len,
 };
 use crate::freelist::FreeList;
 use crate::pager::Snapshot;
@@ -220,13 +220,13 @@ impl WriteTxn {
         // the waiting pages are known). A durable commit makes its record, and the records
         // of the Eventual commits before it, durable with one `O_DSYNC` write instead of
         // syncing the file; an Eventual commit writes its record like its pages.
-        let record_pages = self
+        let record_units = self
             .ops
             .as_ref()
-            .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(page_size) as u64);
+            .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(LOG_UNIT) as u64);
         let mut logged = !self.compacting
             && ws.log.next == Some(txid)
-            && record_pages.is_some_and(|n| ws.log.head + n <= ws.log.pages);
+            && record_units.is_some_and(|n| ws.log.head + n <= ws.log.units(page_size));
 
         // 2. Free pages at the end of the file that nobody can see any more leave the file
         //    (the file itself is cut only after a durable commit, below).
@@ -342,25 +342,27 @@ impl WriteTxn {
         if let (true, Some(ops)) = (logged, &self.ops) {
             // The record goes after the slot: a reader process that finds the record also
             // finds the slot, and never takes the file for one needing recovery.
-            let at = ws.log.page + ws.log.head;
-            let record = encode_record(at, txid, original.durable_txid, ops.payload(), page_size);
+            let unit = LOG_UNIT as u64;
+            let log_start = ws.log.page * p;
+            let at = log_start + ws.log.head * unit;
+            let record = encode_record(at / unit, txid, original.durable_txid, ops.payload());
             if self.durability == Durability::Eventual {
-                storage.write(at * p, &record)?;
+                storage.write(at, &record)?;
                 ws.log.unsynced.get_or_insert(ws.log.head);
             } else if let Some(from) = ws.log.unsynced {
                 // The Eventual commits' records since the last durable one, read back, go
                 // with this one: a durable record never follows one that is not.
-                let mut stretch = vec![0u8; ((ws.log.head - from) * p) as usize];
-                storage.read((ws.log.page + from) * p, &mut stretch)?;
+                let mut stretch = vec![0u8; ((ws.log.head - from) * unit) as usize];
+                storage.read(log_start + from * unit, &mut stretch)?;
                 stretch.extend_from_slice(&record);
-                storage.write_durable((ws.log.page + from) * p, &stretch)?;
+                storage.write_durable(log_start + from * unit, &stretch)?;
                 ws.log.unsynced = None;
                 ws.log.logged = txid;
             } else {
-                storage.write_durable(at * p, &record)?;
+                storage.write_durable(at, &record)?;
                 ws.log.logged = txid;
             }
-            ws.log.head += record.len().div_ceil(page_size) as u64;
+            ws.log.head += (record.len() / LOG_UNIT) as u64;
             ws.log.next = Some(txid + 1);
         } else if !durable {
             // An unlogged commit leaves a gap in the log: it serves again after a sync.

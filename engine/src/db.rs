@@ -279,7 +279,7 @@ pub(crate) struct LogState {
     /// The log's run of pages (0: none).
     pub page: u64,
     pub pages: u64,
-    /// Pages the cycle's records take.
+    /// Units ([`crate::format::LOG_UNIT`] bytes) the cycle's records take.
     pub head: u64,
     /// The id the next record must have: the commit after the last one logged, or after
     /// the durable commit. `None` once a commit went unlogged since the durable commit
@@ -287,12 +287,17 @@ pub(crate) struct LogState {
     pub next: Option<u64>,
     /// The newest commit its record made durable.
     pub logged: u64,
-    /// The first page of the records Eventual commits wrote since the last durable write
+    /// The first unit of the records Eventual commits wrote since the last durable write
     /// to the log (`None`: none).
     pub unsynced: Option<u64>,
 }
 
 impl LogState {
+    /// The log's length in units.
+    pub fn units(&self, page_size: usize) -> u64 {
+        self.pages * (page_size / crate::format::LOG_UNIT) as u64
+    }
+
     /// The most payload bytes one record may hold.
     pub fn capacity(&self, page_size: usize) -> usize {
         (self.pages as usize * page_size).saturating_sub(crate::format::LOG_RECORD_HEADER)

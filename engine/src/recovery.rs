@@ -8,9 +8,9 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::header::HeaderError;
 use crate::format::{
-    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LogRecord, MAGIC, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
-    OLDEST_VERSION, PageKind, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef, decode_freelist,
-    page_kind, page_txid,
+    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LOG_UNIT, LogRecord, MAGIC, MAX_PAGE_SIZE,
+    MIN_PAGE_SIZE, OLDEST_VERSION, PageKind, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef,
+    decode_freelist, page_kind, page_txid,
 };
 use crate::freelist::FreeList;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
@@ -189,6 +189,15 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
             .and_then(|freelist| Ok((freelist, log_tail(storage, &slot, page_size)?)));
         match accepted {
             Ok((freelist, log)) => {
+                if writable && header.version < FORMAT_VERSION {
+                    let upgraded = Header {
+                        version: FORMAT_VERSION,
+                        ..header
+                    }
+                    .encode();
+                    storage.write(0, &upgraded)?;
+                    storage.write(page_size as u64, &upgraded)?;
+                }
                 if writable {
                     storage.sync()?;
                 }
@@ -265,12 +274,16 @@ fn log_tail(storage: &dyn Storage, slot: &Slot, page_size: usize) -> Result<Vec<
     let mut bytes = vec![0u8; (slot.log_pages * p) as usize];
     storage.read(slot.log_page * p, &mut bytes)?;
     let mut out = Vec::new();
+    let unit = LOG_UNIT as u64;
+    let units = slot.log_pages * (p / unit);
     let (mut at, mut base, mut next) = (0u64, None, None);
-    while at < slot.log_pages {
-        let page = slot.log_page + at;
-        let Some(r) = LogRecord::decode(page, &bytes[(at * p) as usize..], page_size) else {
+    while at < units {
+        let offset = slot.log_page * p + at * unit;
+        let Some(r) = LogRecord::decode(offset, &bytes[(at * unit) as usize..], page_size) else {
             break;
         };
+        // (Errors in a record name the page it starts in.)
+        let page = offset / p;
         let follows = match base {
             None => {
                 (r.base == slot.txid || r.base == slot.durable_txid)
@@ -286,7 +299,7 @@ fn log_tail(storage: &dyn Storage, slot: &Slot, page_size: usize) -> Result<Vec<
         if r.txid > slot.txid {
             out.push((page, r.payload.to_vec()));
         }
-        at += r.pages;
+        at += r.units;
     }
     Ok(out)
 }

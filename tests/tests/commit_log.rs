@@ -138,10 +138,13 @@ fn durable_single_put_commits_reuse_their_own_pages_between_syncs() -> Result<()
         w.commit()?;
     }
     // The pages a logged commit wrote are not in the durable commit, so the next commits
-    // reuse them at once instead of waiting for the next sync and growing the file.
+    // reuse them at once instead of waiting for the next sync and growing the file (by
+    // about 4,000 pages: four a commit). Only the durable commit's pages that the commits
+    // replaced wait (no sync comes: the log holds all 1,000 records), about one for each
+    // leaf and branch touched.
     let grown = db.stats()?.page_count - before;
     assert!(
-        grown < 64,
+        grown < 200,
         "{grown} pages more after 1,000 single-put commits"
     );
     // One sync or log write per commit (and one more when a commit grows the file).

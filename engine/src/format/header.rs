@@ -5,9 +5,12 @@ use super::{get_u32, put_u32};
 
 /// The first eight bytes of every Cairn file.
 pub(crate) const MAGIC: [u8; 8] = *b"CAIRNDB\0";
-/// The format version this build writes and the newest it reads.
-pub(crate) const FORMAT_VERSION: u32 = 2;
-/// The oldest format version this build reads (version 1 had no commit log).
+/// The format version this build writes and the newest it reads (3: commit log records
+/// in 512-byte units, slots of logged commits without a freelist).
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The oldest format version this build reads (version 1 had no commit log). A version 2
+/// file opened for writing is marked version 3 first, so that a build that knows only
+/// version 2 (which would not read this build's log records) refuses it.
 pub(crate) const OLDEST_VERSION: u32 = 2;
 
 const VERSION_OFFSET: usize = MAGIC.len();

@@ -11,6 +11,12 @@ const CRC: usize = PAYLOAD_LEN + 4;
 /// Bytes before a record's payload.
 pub(crate) const LOG_RECORD_HEADER: usize = CRC + 4;
 
+/// Records start at multiples of this many bytes of the log, a disk sector: appending a
+/// record to a page that holds earlier ones rewrites their bytes unchanged, so a write
+/// torn at sector boundaries cannot damage them. (A single-put record is ~150 bytes: a
+/// page per record filled the log eight times sooner.)
+pub(crate) const LOG_UNIT: usize = 512;
+
 const OP_TABLE: u8 = 1;
 const OP_PUT: u8 = 2;
 const OP_DELETE: u8 = 3;
@@ -83,30 +89,28 @@ pub(crate) fn decode_ops(mut b: &[u8]) -> Option<Vec<LogOp<'_>>> {
     Some(ops)
 }
 
-fn record_crc(first_page: u64, header: &[u8], payload: &[u8]) -> u32 {
+/// The checksum of a record at `place`: the index of its first unit in the file (its
+/// first page, in the page-aligned form of earlier builds), so that a record copied
+/// elsewhere does not verify.
+fn record_crc(place: u64, header: &[u8], payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
-    h.update(&first_page.to_le_bytes());
+    h.update(&place.to_le_bytes());
     h.update(&header[..CRC]);
     h.update(payload);
     h.finalize()
 }
 
 /// The record of transaction `txid`, the log's cycle starting after durable commit `base`,
-/// to be written at `first_page`: whole pages, padded with zeros.
-pub(crate) fn encode_record(
-    first_page: u64,
-    txid: u64,
-    base: u64,
-    payload: &[u8],
-    page_size: usize,
-) -> Vec<u8> {
-    let len = (LOG_RECORD_HEADER + payload.len()).next_multiple_of(page_size);
+/// to be written at unit `first_unit` of the file (byte `first_unit * LOG_UNIT`): whole
+/// units, padded with zeros.
+pub(crate) fn encode_record(first_unit: u64, txid: u64, base: u64, payload: &[u8]) -> Vec<u8> {
+    let len = (LOG_RECORD_HEADER + payload.len()).next_multiple_of(LOG_UNIT);
     let mut b = vec![0u8; len];
     write_page_header(&mut b, PageKind::Log, 0, txid);
     put_u64(&mut b, BASE, base);
     put_u32(&mut b, PAYLOAD_LEN, payload.len() as u32);
     b[LOG_RECORD_HEADER..LOG_RECORD_HEADER + payload.len()].copy_from_slice(payload);
-    let crc = record_crc(first_page, &b, payload);
+    let crc = record_crc(first_unit, &b, payload);
     put_u32(&mut b, CRC, crc);
     b
 }
@@ -117,27 +121,35 @@ pub(crate) struct LogRecord<'a> {
     pub txid: u64,
     pub base: u64,
     pub payload: &'a [u8],
-    /// Pages the record takes.
-    pub pages: u64,
+    /// Units ([`LOG_UNIT`] bytes) the record takes.
+    pub units: u64,
 }
 
 impl<'a> LogRecord<'a> {
-    /// The record starting at `first_page`, whose bytes (to the end of the log) are `b`;
-    /// `None` when there is none (never written, stale, torn or damaged: the crc fails).
-    pub fn decode(first_page: u64, b: &'a [u8], page_size: usize) -> Option<LogRecord<'a>> {
+    /// The record starting at byte `offset` of the file, whose bytes (to the end of the
+    /// log) are `b`; `None` when there is none (never written, stale, torn or damaged: the
+    /// crc fails). A record at a page boundary may also be in the page-aligned form of
+    /// earlier builds (checksummed with its page, taking whole pages).
+    pub fn decode(offset: u64, b: &'a [u8], page_size: usize) -> Option<LogRecord<'a>> {
         if b.first() != Some(&(PageKind::Log as u8)) {
             return None;
         }
         let n = usize::try_from(get_u32(b, PAYLOAD_LEN)?).ok()?;
         let payload = b.get(LOG_RECORD_HEADER..LOG_RECORD_HEADER.checked_add(n)?)?;
-        if record_crc(first_page, b, payload) != get_u32(b, CRC)? {
+        let crc = get_u32(b, CRC)?;
+        let (unit, page) = (LOG_UNIT as u64, page_size as u64);
+        let bytes = if offset.is_multiple_of(unit) && record_crc(offset / unit, b, payload) == crc {
+            (LOG_RECORD_HEADER + n).next_multiple_of(LOG_UNIT)
+        } else if offset.is_multiple_of(page) && record_crc(offset / page, b, payload) == crc {
+            (LOG_RECORD_HEADER + n).next_multiple_of(page_size)
+        } else {
             return None;
-        }
+        };
         Some(LogRecord {
             txid: get_u64(b, 8)?,
             base: get_u64(b, BASE)?,
             payload,
-            pages: (LOG_RECORD_HEADER + n).div_ceil(page_size) as u64,
+            units: (bytes / LOG_UNIT) as u64,
         })
     }
 }
@@ -163,32 +175,54 @@ mod tests {
             assert_eq!(payload.len() - before, op.encoded_len());
         }
         assert_eq!(decode_ops(&payload).as_deref(), Some(&ops[..]));
-        let b = encode_record(40, 9, 7, &payload, 1024);
-        assert_eq!(b.len(), 1024);
-        let r = LogRecord::decode(40, &b, 1024);
+        // At unit 81 of the file: byte 41,472, inside page 40 of a 1 KiB-page file.
+        let at = 81 * LOG_UNIT as u64;
+        let b = encode_record(81, 9, 7, &payload);
+        assert_eq!(b.len(), LOG_UNIT);
+        let r = LogRecord::decode(at, &b, 1024);
         assert_eq!(
             r,
             Some(LogRecord {
                 txid: 9,
                 base: 7,
                 payload: &payload,
-                pages: 1
+                units: 1
             })
         );
         assert_eq!(
-            LogRecord::decode(41, &b, 1024),
+            LogRecord::decode(at + LOG_UNIT as u64, &b, 1024),
             None,
-            "checksummed with its page"
+            "checksummed with its place"
         );
         for bit in 0..(LOG_RECORD_HEADER + payload.len()) * 8 {
             let mut d = b.clone();
             d[bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(LogRecord::decode(40, &d, 1024), None, "bit {bit}");
+            assert_eq!(LogRecord::decode(at, &d, 1024), None, "bit {bit}");
         }
-        assert_eq!(LogRecord::decode(40, &[0; 1024], 1024), None, "zeros");
-        assert_eq!(LogRecord::decode(40, &b[..50], 1024), None, "cut short");
-        let big = encode_record(40, 9, 7, &[OP_TABLE; 3000], 1024);
-        assert_eq!(LogRecord::decode(40, &big, 1024).map(|r| r.pages), Some(3));
+        assert_eq!(LogRecord::decode(at, &[0; 1024], 1024), None, "zeros");
+        assert_eq!(LogRecord::decode(at, &b[..50], 1024), None, "cut short");
+        let big = encode_record(81, 9, 7, &[OP_TABLE; 3000]);
+        assert_eq!(LogRecord::decode(at, &big, 1024).map(|r| r.units), Some(6));
+    }
+
+    #[test]
+    fn page_aligned_records_of_earlier_builds_still_decode() {
+        // The earlier form: checksummed with the record's page, padded to whole pages.
+        let payload = [OP_TABLE, 1, 0, b't'];
+        let mut b = vec![0u8; 1024];
+        write_page_header(&mut b, PageKind::Log, 0, 9);
+        put_u64(&mut b, BASE, 7);
+        put_u32(&mut b, PAYLOAD_LEN, payload.len() as u32);
+        b[LOG_RECORD_HEADER..LOG_RECORD_HEADER + payload.len()].copy_from_slice(&payload);
+        let crc = record_crc(40, &b, &payload);
+        put_u32(&mut b, CRC, crc);
+        let r = LogRecord::decode(40 * 1024, &b, 1024);
+        assert_eq!(
+            r.map(|r| (r.txid, r.base, r.units)),
+            Some((9, 7, 2)),
+            "a whole page"
+        );
+        assert_eq!(LogRecord::decode(41 * 1024, &b, 1024), None);
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub(crate) use header::{FORMAT_VERSION, HEADER_LEN, Header, MAGIC, OLDEST_VERSIO
 pub(crate) use keys::compare;
 pub(crate) use leaf::{LeafPage, ValueRef, encode_leaf, leaf_entry_size};
 pub(crate) use leaf_edit::{LeafNode, Value};
-pub(crate) use log::{LOG_RECORD_HEADER, LogOp, LogRecord, decode_ops, encode_record};
+pub(crate) use log::{LOG_RECORD_HEADER, LOG_UNIT, LogOp, LogRecord, decode_ops, encode_record};
 pub(crate) use page::{
     BRANCH_HEADER, ChildRef, LEAF_HEADER, OVERFLOW_HEADER, OverflowRef, PAGE_HEADER, PageKind,
     checksum, page_kind, page_txid, write_page_header,
