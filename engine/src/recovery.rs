@@ -186,7 +186,10 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
         let accepted = check_log_run(&slot, page_size)
             .and_then(|()| verify_commit(&snapshot))
             .and_then(|free| freelist(&snapshot, free))
-            .and_then(|freelist| Ok((freelist, log_tail(storage, &slot, page_size)?)));
+            .and_then(|freelist| {
+                let legacy = header.version < FORMAT_VERSION;
+                Ok((freelist, log_tail(storage, &slot, page_size, legacy)?))
+            });
         match accepted {
             Ok((freelist, log)) => {
                 if writable && header.version < FORMAT_VERSION {
@@ -265,7 +268,13 @@ fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
 /// base), the first follows the base, and each follows the one before it without a gap.
 /// The cycle read is the one after the slot's own commit or after its durable one; records
 /// of older cycles (or torn, or never written) end it, whatever comes after them.
-fn log_tail(storage: &dyn Storage, slot: &Slot, page_size: usize) -> Result<Vec<(u64, Vec<u8>)>> {
+/// `legacy`: the file is of format version 2, whose records are page-aligned.
+fn log_tail(
+    storage: &dyn Storage,
+    slot: &Slot,
+    page_size: usize,
+    legacy: bool,
+) -> Result<Vec<(u64, Vec<u8>)>> {
     // (The run was checked by `check_log_run`: inside the file, at most 64 MiB.)
     if slot.log_page == 0 {
         return Ok(Vec::new());
@@ -279,7 +288,8 @@ fn log_tail(storage: &dyn Storage, slot: &Slot, page_size: usize) -> Result<Vec<
     let (mut at, mut base, mut next) = (0u64, None, None);
     while at < units {
         let offset = slot.log_page * p + at * unit;
-        let Some(r) = LogRecord::decode(offset, &bytes[(at * unit) as usize..], page_size) else {
+        let Some(r) = LogRecord::decode(offset, &bytes[(at * unit) as usize..], page_size, legacy)
+        else {
             break;
         };
         // (Errors in a record name the page it starts in.)

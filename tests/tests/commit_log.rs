@@ -193,8 +193,9 @@ fn a_log_record_that_does_not_apply_is_reported_as_damage() -> Result<(), Error>
     record[16..24].copy_from_slice(&txid.to_le_bytes());
     record[24..28].copy_from_slice(&(payload.len() as u32).to_le_bytes());
     record[32..32 + payload.len()].copy_from_slice(&payload);
+    // Checksummed with the index of its first 512-byte unit in the file.
     let mut h = crc32fast::Hasher::new();
-    h.update(&log_page.to_le_bytes());
+    h.update(&(at as u64 / 512).to_le_bytes());
     h.update(&record[..28]);
     h.update(&payload);
     record[28..32].copy_from_slice(&h.finalize().to_le_bytes());

@@ -128,9 +128,14 @@ pub(crate) struct LogRecord<'a> {
 impl<'a> LogRecord<'a> {
     /// The record starting at byte `offset` of the file, whose bytes (to the end of the
     /// log) are `b`; `None` when there is none (never written, stale, torn or damaged: the
-    /// crc fails). A record at a page boundary may also be in the page-aligned form of
-    /// earlier builds (checksummed with its page, taking whole pages).
-    pub fn decode(offset: u64, b: &'a [u8], page_size: usize) -> Option<LogRecord<'a>> {
+    /// crc fails). In a `legacy` file (format version 2) a record at a page boundary may
+    /// also be in the page-aligned form (checksummed with its page, taking whole pages).
+    pub fn decode(
+        offset: u64,
+        b: &'a [u8],
+        page_size: usize,
+        legacy: bool,
+    ) -> Option<LogRecord<'a>> {
         if b.first() != Some(&(PageKind::Log as u8)) {
             return None;
         }
@@ -140,7 +145,10 @@ impl<'a> LogRecord<'a> {
         let (unit, page) = (LOG_UNIT as u64, page_size as u64);
         let bytes = if offset.is_multiple_of(unit) && record_crc(offset / unit, b, payload) == crc {
             (LOG_RECORD_HEADER + n).next_multiple_of(LOG_UNIT)
-        } else if offset.is_multiple_of(page) && record_crc(offset / page, b, payload) == crc {
+        } else if legacy
+            && offset.is_multiple_of(page)
+            && record_crc(offset / page, b, payload) == crc
+        {
             (LOG_RECORD_HEADER + n).next_multiple_of(page_size)
         } else {
             return None;
@@ -179,7 +187,7 @@ mod tests {
         let at = 81 * LOG_UNIT as u64;
         let b = encode_record(81, 9, 7, &payload);
         assert_eq!(b.len(), LOG_UNIT);
-        let r = LogRecord::decode(at, &b, 1024);
+        let r = LogRecord::decode(at, &b, 1024, false);
         assert_eq!(
             r,
             Some(LogRecord {
@@ -190,19 +198,30 @@ mod tests {
             })
         );
         assert_eq!(
-            LogRecord::decode(at + LOG_UNIT as u64, &b, 1024),
+            LogRecord::decode(at + LOG_UNIT as u64, &b, 1024, false),
             None,
             "checksummed with its place"
         );
         for bit in 0..(LOG_RECORD_HEADER + payload.len()) * 8 {
             let mut d = b.clone();
             d[bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(LogRecord::decode(at, &d, 1024), None, "bit {bit}");
+            assert_eq!(LogRecord::decode(at, &d, 1024, false), None, "bit {bit}");
         }
-        assert_eq!(LogRecord::decode(at, &[0; 1024], 1024), None, "zeros");
-        assert_eq!(LogRecord::decode(at, &b[..50], 1024), None, "cut short");
+        assert_eq!(
+            LogRecord::decode(at, &[0; 1024], 1024, false),
+            None,
+            "zeros"
+        );
+        assert_eq!(
+            LogRecord::decode(at, &b[..50], 1024, false),
+            None,
+            "cut short"
+        );
         let big = encode_record(81, 9, 7, &[OP_TABLE; 3000]);
-        assert_eq!(LogRecord::decode(at, &big, 1024).map(|r| r.units), Some(6));
+        assert_eq!(
+            LogRecord::decode(at, &big, 1024, false).map(|r| r.units),
+            Some(6)
+        );
     }
 
     #[test]
@@ -216,13 +235,18 @@ mod tests {
         b[LOG_RECORD_HEADER..LOG_RECORD_HEADER + payload.len()].copy_from_slice(&payload);
         let crc = record_crc(40, &b, &payload);
         put_u32(&mut b, CRC, crc);
-        let r = LogRecord::decode(40 * 1024, &b, 1024);
+        let r = LogRecord::decode(40 * 1024, &b, 1024, true);
         assert_eq!(
             r.map(|r| (r.txid, r.base, r.units)),
             Some((9, 7, 2)),
             "a whole page"
         );
-        assert_eq!(LogRecord::decode(41 * 1024, &b, 1024), None);
+        assert_eq!(LogRecord::decode(41 * 1024, &b, 1024, true), None);
+        assert_eq!(
+            LogRecord::decode(40 * 1024, &b, 1024, false),
+            None,
+            "only in a version 2 file"
+        );
     }
 
     #[test]
