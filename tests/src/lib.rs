@@ -3,8 +3,29 @@
 pub mod fuzz;
 
 use std::ops::Deref;
+use std::sync::Arc;
 
-use cairn_engine::Database;
+use cairn_engine::storage::{FaultyStorage, MemoryStorage};
+use cairn_engine::{Database, Error};
+
+/// A new database with 1 KiB pages on a fault-injecting store seeded with `seed` (for
+/// power cuts: [`FaultyStorage::power_cut`]).
+pub fn on_faulty_store(seed: u64) -> Result<(Arc<FaultyStorage>, Database), Error> {
+    let storage = FaultyStorage::new(seed)?;
+    let db = Database::builder()
+        .page_size(1024)
+        .with_storage(storage.clone(), true, None)?;
+    Ok((storage, db))
+}
+
+/// The database a file image (after a power cut, or crafted) opens as, in memory.
+pub fn open_image(image: &[u8], read_only: bool) -> Result<Database, Error> {
+    Database::builder().read_only(read_only).with_storage(
+        Arc::new(MemoryStorage::from_bytes(image)?),
+        false,
+        None,
+    )
+}
 
 /// A database that runs the integrity check when dropped, failing the test on a problem.
 #[derive(Debug)]

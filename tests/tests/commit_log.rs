@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use cairn_engine::storage::{FaultyStorage, MemoryStorage};
+use cairn_engine::storage::FaultyStorage;
 use cairn_engine::{Database, Durability, Error};
+use cairn_tests::{on_faulty_store, open_image};
 
 type State = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -22,22 +23,11 @@ fn contents(db: &Database, table: &str) -> Result<Option<State>, Error> {
     Ok(Some(entries))
 }
 
-fn open_image(image: &[u8], read_only: bool) -> Result<Database, Error> {
-    Database::builder().read_only(read_only).with_storage(
-        Arc::new(MemoryStorage::from_bytes(image)?),
-        false,
-        None,
-    )
-}
-
 /// A database on a fault-injecting store after durable commits of a put or two, with tables
 /// created and dropped on the way.
 fn logged_history(seed: u64) -> Result<(Arc<FaultyStorage>, Database), Error> {
-    let storage = FaultyStorage::new(seed)?;
-    let db = Database::builder()
-        .page_size(1024)
-        .durability(Durability::Immediate)
-        .with_storage(storage.clone(), true, None)?;
+    // (Immediate, the database's default durability.)
+    let (storage, db) = on_faulty_store(seed)?;
     let mut w = db.begin_write()?;
     w.create_table("kept")?;
     w.create_table("dropped")?;
@@ -158,10 +148,7 @@ fn durable_single_put_commits_reuse_their_own_pages_between_syncs() -> Result<()
 fn sealed(
     work: impl FnOnce(&Database) -> Result<(), Error>,
 ) -> Result<(Vec<u8>, cairn_engine::SlotInfo), Error> {
-    let storage = FaultyStorage::new(1)?;
-    let db = Database::builder()
-        .page_size(1024)
-        .with_storage(storage.clone(), true, None)?;
+    let (storage, db) = on_faulty_store(1)?;
     work(&db)?;
     drop(db);
     let image = storage.live_image();
@@ -266,10 +253,7 @@ fn a_freelist_that_lists_pages_of_the_log_is_refused() -> Result<(), Error> {
 fn a_durable_commit_after_eventual_ones_makes_their_records_durable_too() -> Result<(), Error> {
     let mut replayed = 0;
     for seed in 0..40 {
-        let storage = FaultyStorage::new(seed)?;
-        let db = Database::builder()
-            .page_size(1024)
-            .with_storage(storage.clone(), true, None)?;
+        let (storage, db) = on_faulty_store(seed)?;
         let mut w = db.begin_write()?;
         w.create_table("t")?;
         w.commit()?;

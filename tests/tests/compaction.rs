@@ -218,7 +218,7 @@ fn readers_and_a_writer_keep_working_during_compaction() -> Result<(), Error> {
 /// database that opens, passes its check and holds the same data.
 #[test]
 fn a_failure_anywhere_in_a_compaction_loses_nothing() -> Result<(), Error> {
-    use cairn_engine::storage::{FaultyStorage, MemoryStorage};
+    use cairn_engine::storage::FaultyStorage;
     let setup = |seed| -> Result<_, Error> {
         let storage = FaultyStorage::new(seed)?;
         let db = Database::builder()
@@ -245,11 +245,7 @@ fn a_failure_anywhere_in_a_compaction_loses_nothing() -> Result<(), Error> {
         );
         let image = storage.power_cut();
         drop(db);
-        let reopened = Database::builder().with_storage(
-            Arc::new(MemoryStorage::from_bytes(&image)?),
-            false,
-            None,
-        )?;
+        let reopened = cairn_tests::open_image(&image, false)?;
         assert!(reopened.check()?.is_ok(), "k={k}: check after a crash");
         assert_eq!(contents(&reopened)?, model, "k={k}: data after a crash");
 

@@ -7,11 +7,9 @@
 //! was cut short) is in doubt: its state may appear, but never half of it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use cairn_engine::storage::{FaultyStorage, MemoryStorage};
 use cairn_engine::{Database, Durability, Error};
-use cairn_tests::{scale, seed};
+use cairn_tests::{on_faulty_store, open_image, scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -62,11 +60,8 @@ fn change(
 /// One life of a database ended by a power cut.
 fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let storage = FaultyStorage::new(seed)?;
+    let (storage, db) = on_faulty_store(seed)?;
     storage.lie_about_syncs(lie);
-    let db = Database::builder()
-        .page_size(1024)
-        .with_storage(storage.clone(), true, None)?;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.commit()?;
@@ -119,9 +114,7 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
     let image = storage.power_cut();
     drop(db);
     tally.cuts += 1;
-    let opened =
-        Database::builder().with_storage(Arc::new(MemoryStorage::from_bytes(&image)?), false, None);
-    let db = match opened {
+    let db = match open_image(&image, false) {
         Ok(db) => db,
         Err(e) => {
             if !lie {

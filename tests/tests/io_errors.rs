@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cairn_engine::storage::{FaultyStorage, MemoryStorage};
+use cairn_engine::storage::FaultyStorage;
 use cairn_engine::{Database, Durability, Error};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -111,11 +111,7 @@ fn every_injection_point_leaves_the_last_acknowledged_commit() -> Result<(), Err
             }
             let image = storage.live_image();
             drop(db);
-            let reopened = Database::builder().with_storage(
-                Arc::new(MemoryStorage::from_bytes(&image)?),
-                false,
-                None,
-            )?;
+            let reopened = cairn_tests::open_image(&image, false)?;
             assert!(
                 reopened.check()?.is_ok(),
                 "k={k}, from then on: {from_then_on}"

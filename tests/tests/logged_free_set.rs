@@ -2,11 +2,9 @@
 //! writer's memory, recovery rebuilds it from the durable commit and the log, and every
 //! tool that reads a snapshot (check, stats, the page map, `inspect`, a clean close) copes.
 
+use cairn_engine::{Database, Error, SlotInfo, inspect};
+use cairn_tests::{on_faulty_store, open_image};
 use std::path::Path;
-use std::sync::Arc;
-
-use cairn_engine::storage::{FaultyStorage, MemoryStorage};
-use cairn_engine::{Database, Durability, Error, SlotInfo, inspect};
 
 /// Whether each slot of the file at `path` names a freelist (`None`: invalid slot), newest
 /// commit first.
@@ -52,11 +50,7 @@ fn a_logged_commit_names_no_freelist_and_a_power_cut_rebuilds_its_free_set() -> 
     let dir = tempfile::tempdir()?;
     let mut replayed = 0;
     for seed in 0..20 {
-        let storage = FaultyStorage::new(seed)?;
-        let db = Database::builder()
-            .page_size(1024)
-            .durability(Durability::Immediate)
-            .with_storage(storage.clone(), true, None)?;
+        let (storage, db) = on_faulty_store(seed)?;
         logged_commits(&db)?;
         let expected = db.begin_read()?.open_table("t")?.len();
         let image = storage.power_cut();
@@ -66,11 +60,7 @@ fn a_logged_commit_names_no_freelist_and_a_power_cut_rebuilds_its_free_set() -> 
         if freelists_named(&path)?[0] == Some(false) {
             replayed += 1;
         }
-        let reopened = Database::builder().with_storage(
-            Arc::new(MemoryStorage::from_bytes(&image)?),
-            false,
-            None,
-        )?;
+        let reopened = open_image(&image, false)?;
         // The free set rebuilt: no page both used and free, none leaked.
         let report = reopened.check()?;
         assert!(report.is_ok(), "seed {seed}: {:?}", report.problems);
@@ -115,9 +105,7 @@ fn stats_and_the_page_map_count_a_logged_commits_free_pages() -> Result<(), Erro
 
 #[test]
 fn a_check_beside_an_open_write_transaction_does_not_wait_for_it() -> Result<(), Error> {
-    let db = Database::builder()
-        .durability(Durability::Immediate)
-        .with_storage(FaultyStorage::new(7)?, true, None)?;
+    let (_, db) = on_faulty_store(7)?;
     logged_commits(&db)?;
     let entries = db.begin_read()?.open_table("t")?.len();
     let mut w = db.begin_write()?;

@@ -10,7 +10,7 @@ use cairn_engine::{Database, Durability, Error};
 const PAGE: usize = 1024;
 
 fn open_image(bytes: &[u8]) -> Result<Database, Error> {
-    Database::builder().with_storage(Arc::new(MemoryStorage::from_bytes(bytes)?), false, None)
+    cairn_tests::open_image(bytes, false)
 }
 
 /// `image` with slot 0 or 1 zeroed: what survives if that slot is lost.
