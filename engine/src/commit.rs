@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use crate::btree::Node;
 use crate::db::{Durability, WriterState};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::{
-    ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, checksum, encode_branch,
-    encode_freelist, encode_record, freelist_len,
+    ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, checksum, encode_freelist,
+    encode_record, freelist_len,
 };
 use crate::freelist::FreeList;
 use crate::pager::Snapshot;
@@ -92,18 +92,17 @@ fn finalize(
     let page = match node {
         Node::Branch(mut b) => {
             for i in 0..b.children() {
-                let done = finalize(nodes, placed, b.child(i), txid, page_size, out)?;
-                b.set_child(i, done);
+                if nodes.is_empty() {
+                    // Every owned node is encoded: the other children are as committed.
+                    break;
+                }
+                let child = b.child(i);
+                let done = finalize(nodes, placed, child, txid, page_size, out)?;
+                if done != child {
+                    b.set_child(i, done);
+                }
             }
-            if b.size > page_size {
-                return Err(Error::corrupt(
-                    r.page,
-                    "internal: branch larger than a page",
-                ));
-            }
-            let mut page = vec![0u8; page_size].into_boxed_slice();
-            encode_branch(&mut page, txid, b.child(0), b.entries());
-            page
+            b.finish(r.page, txid, page_size)?
         }
         Node::Leaf(l) => l.finish(txid)?,
     };

@@ -1,14 +1,19 @@
 //! A branch being changed by a write transaction.
 //!
-//! Its separators live together in one byte buffer, and a vector of fixed-size entries
-//! says where each is, with the separator's first eight bytes as a big-endian integer and
-//! the child to its right: a search compares those integers and reads a separator's bytes
-//! only when they tie, so a probe touches one entry instead of chasing a pointer to a key.
+//! While its edits only replace child references, it is the committed page's copy,
+//! edited in place ([`BranchImage`]). The first edit that adds or removes a separator
+//! unpacks it: its separators then live together in one byte buffer, and a vector of
+//! fixed-size entries says where each is, with the separator's first eight bytes as a
+//! big-endian integer and the child to its right: a search compares those integers and
+//! reads a separator's bytes only when they tie, so a probe touches one entry instead of
+//! chasing a pointer to a key.
 
 use std::cmp::Ordering;
 
-use crate::error::Result;
-use crate::format::{BRANCH_HEADER, BranchPage, ChildRef, branch_entry_size, compare};
+use crate::error::{Error, Result};
+use crate::format::{
+    BRANCH_HEADER, BranchImage, BranchPage, ChildRef, branch_entry_size, compare, encode_branch,
+};
 
 #[derive(Debug, Clone, Copy)]
 struct Sep {
@@ -22,6 +27,9 @@ struct Sep {
 /// A branch being changed: the leftmost child, then separators each with its right child.
 #[derive(Debug, Clone)]
 pub(crate) struct BranchNode {
+    /// The committed page's copy, while no separator was added or removed; the fields
+    /// below are then unused.
+    image: Option<BranchImage>,
     first: ChildRef,
     seps: Vec<Sep>,
     bytes: Vec<u8>,
@@ -41,6 +49,7 @@ fn prefix(key: &[u8]) -> u64 {
 impl BranchNode {
     pub fn new(first: ChildRef) -> BranchNode {
         BranchNode {
+            image: None,
             first,
             seps: Vec::new(),
             bytes: Vec::new(),
@@ -49,12 +58,34 @@ impl BranchNode {
     }
 
     pub fn from_page(page: &BranchPage<'_>) -> Result<BranchNode> {
+        if let Some(image) = BranchImage::of(page) {
+            let mut node = BranchNode::new(ChildRef::default());
+            node.size = image.size();
+            node.image = Some(image);
+            return Ok(node);
+        }
         let mut node = BranchNode::new(page.child(0)?);
-        node.seps.reserve(page.keys() + 1);
+        node.seps.reserve(page.keys());
+        node.bytes.reserve(page.bytes().len());
         for i in 0..page.keys() {
             node.push(page.key(i)?, page.child(i + 1)?);
         }
         Ok(node)
+    }
+
+    /// Turns a page's copy into separate separators, before an edit that adds or removes
+    /// one.
+    fn unpack(&mut self) {
+        let Some(image) = self.image.take() else {
+            return;
+        };
+        let mut node = BranchNode::new(image.child(0));
+        node.seps.reserve(image.keys() + 1);
+        node.bytes.reserve(image.size());
+        for j in 0..image.keys() {
+            node.push(image.key(j), image.child(j + 1));
+        }
+        *self = node;
     }
 
     fn make(&mut self, key: &[u8], child: ChildRef) -> Sep {
@@ -71,12 +102,14 @@ impl BranchNode {
 
     /// Appends separator `key` with the child to its right, after all others.
     pub fn push(&mut self, key: &[u8], child: ChildRef) {
+        self.unpack();
         let s = self.make(key, child);
         self.seps.push(s);
     }
 
     /// Inserts separator `key` at index `j`, with the child to its right (child `j + 1`).
     pub fn insert(&mut self, j: usize, key: &[u8], child: ChildRef) {
+        self.unpack();
         let s = self.make(key, child);
         self.seps.insert(j, s);
         self.tidy();
@@ -84,6 +117,7 @@ impl BranchNode {
 
     /// Removes separator `j` and the child to its right; returns the separator.
     pub fn remove(&mut self, j: usize) -> Box<[u8]> {
+        self.unpack();
         let key: Box<[u8]> = self.sep(j).into();
         self.seps.remove(j);
         self.size -= branch_entry_size(key.len());
@@ -93,43 +127,52 @@ impl BranchNode {
 
     /// The number of separators.
     pub fn len(&self) -> usize {
-        self.seps.len()
+        match &self.image {
+            Some(image) => image.keys(),
+            None => self.seps.len(),
+        }
     }
 
     /// The number of children.
     pub fn children(&self) -> usize {
-        self.seps.len() + 1
+        self.len() + 1
     }
 
     /// Separator `j`: the least key of child `j + 1`'s range.
     pub fn sep(&self, j: usize) -> &[u8] {
+        if let Some(image) = &self.image {
+            return image.key(j);
+        }
         let s = &self.seps[j];
         &self.bytes[s.at as usize..(s.at + s.len) as usize]
     }
 
     pub fn child(&self, i: usize) -> ChildRef {
-        if i == 0 {
-            self.first
-        } else {
-            self.seps[i - 1].child
+        match (&self.image, i) {
+            (Some(image), _) => image.child(i),
+            (None, 0) => self.first,
+            (None, _) => self.seps[i - 1].child,
         }
     }
 
     pub fn set_child(&mut self, i: usize, c: ChildRef) {
-        if i == 0 {
-            self.first = c;
-        } else {
-            self.seps[i - 1].child = c;
+        match (&mut self.image, i) {
+            (Some(image), _) => image.set_child(i, c),
+            (None, 0) => self.first = c,
+            (None, _) => self.seps[i - 1].child = c,
         }
     }
 
     /// The (separator, right child) pairs, in order.
     pub fn entries(&self) -> impl ExactSizeIterator<Item = (&[u8], ChildRef)> {
-        (0..self.seps.len()).map(|j| (self.sep(j), self.seps[j].child))
+        (0..self.len()).map(|j| (self.sep(j), self.child(j + 1)))
     }
 
     /// The index of the child whose range holds `key`.
     pub fn find_child(&self, key: &[u8]) -> usize {
+        if let Some(image) = &self.image {
+            return image.find_child(key);
+        }
         let p = prefix(key);
         self.seps.partition_point(|s| {
             match s.prefix.cmp(&p) {
@@ -145,6 +188,7 @@ impl BranchNode {
     /// Moves separators `m + 1..` and their children into a new right branch whose
     /// leftmost child is separator `m`'s; returns separator `m` (which moves up) and it.
     pub fn split_off(&mut self, m: usize) -> (Box<[u8]>, BranchNode) {
+        self.unpack();
         let mut right = BranchNode::new(self.seps[m].child);
         right.seps.reserve(self.seps.len() - m);
         for j in m + 1..self.seps.len() {
@@ -159,6 +203,7 @@ impl BranchNode {
 
     /// Removes separators `first..last` with their right children; returns them.
     pub fn drain(&mut self, first: usize, last: usize) -> Vec<(Box<[u8]>, ChildRef)> {
+        self.unpack();
         let out: Vec<(Box<[u8]>, ChildRef)> = (first..last)
             .map(|j| (self.sep(j).into(), self.seps[j].child))
             .collect();
@@ -171,6 +216,22 @@ impl BranchNode {
         out
     }
 
+    /// The page to write for transaction `txid`.
+    ///
+    /// # Errors
+    /// When the branch does not fit a page of `page_size` bytes (`id` names it).
+    pub fn finish(self, id: u64, txid: u64, page_size: usize) -> Result<Box<[u8]>> {
+        if self.size > page_size {
+            return Err(Error::corrupt(id, "internal: branch larger than a page"));
+        }
+        if let Some(image) = self.image {
+            return Ok(image.finish(txid));
+        }
+        let mut page = vec![0u8; page_size].into_boxed_slice();
+        encode_branch(&mut page, txid, self.first, self.entries());
+        Ok(page)
+    }
+
     /// Rewrites the byte buffer with only the live separators once it holds more than
     /// twice their bytes.
     fn tidy(&mut self) {
@@ -180,6 +241,7 @@ impl BranchNode {
         }
         let mut fresh = BranchNode::new(self.first);
         fresh.seps.reserve(self.seps.len());
+        fresh.bytes.reserve(live);
         for (k, c) in self.entries() {
             fresh.push(k, c);
         }
@@ -280,5 +342,37 @@ mod tests {
         assert_eq!((b.size, right.size), (size(&b), size(&right)));
         b.set_child(0, c(50));
         assert_eq!(b.child(0), c(50));
+    }
+    #[test]
+    fn a_committed_page_is_edited_in_place_until_a_separator_changes() -> Result<()> {
+        let mut page = vec![0u8; 512];
+        let seps: Vec<(&[u8], ChildRef)> = vec![(b"d", c(2)), (b"m", c(3)), (b"t", c(4))];
+        encode_branch(&mut page, 1, c(1), seps.iter().copied());
+        let mut b = BranchNode::from_page(&BranchPage::new(&page, 9)?)?;
+        assert!(b.image.is_some(), "a packed page is kept as it is");
+        assert_eq!(b.size, size(&b));
+        b.set_child(2, c(30));
+        assert_eq!((b.find_child(b"m"), b.child(2)), (2, c(30)));
+        let mut expect = vec![0u8; 512];
+        let edited: Vec<(&[u8], ChildRef)> = vec![(b"d", c(2)), (b"m", c(30)), (b"t", c(4))];
+        encode_branch(&mut expect, 5, c(1), edited.iter().copied());
+        assert_eq!(&b.clone().finish(9, 5, 512)?[..], &expect[..]);
+        // Adding a separator unpacks the copy; the children replaced so far stay.
+        b.insert(1, b"g", c(5));
+        assert!(b.image.is_none());
+        assert_eq!(b.size, size(&b));
+        assert_eq!(
+            b.entries()
+                .map(|(k, c)| (k.to_vec(), c.page))
+                .collect::<Vec<_>>(),
+            vec![
+                (b"d".to_vec(), 2),
+                (b"g".to_vec(), 5),
+                (b"m".to_vec(), 30),
+                (b"t".to_vec(), 4)
+            ]
+        );
+        assert_eq!(b.child(0), c(1));
+        Ok(())
     }
 }

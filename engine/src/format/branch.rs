@@ -31,6 +31,11 @@ impl<'a> BranchPage<'a> {
         Ok(BranchPage { bytes, id, count })
     }
 
+    /// The page's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     /// The number of separator keys (one less than the children).
     pub fn keys(&self) -> usize {
         self.count

@@ -4,6 +4,7 @@
 //! this module knows an offset.
 
 mod branch;
+mod branch_edit;
 mod catalog;
 mod freelist;
 pub(crate) mod header;
@@ -15,6 +16,7 @@ mod page;
 mod slot;
 
 pub(crate) use branch::{BranchPage, encode_branch};
+pub(crate) use branch_edit::BranchImage;
 pub(crate) use catalog::TableMeta;
 pub(crate) use freelist::{FreeRun, decode_freelist, encode_freelist, freelist_len};
 pub(crate) use header::{FORMAT_VERSION, HEADER_LEN, Header, MAGIC, OLDEST_VERSION};

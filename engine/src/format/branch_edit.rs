@@ -1,0 +1,185 @@
+//! A copy of a committed branch page that a write transaction edits in place while its
+//! edits only replace child references (the common case: a commit that splits no leaf
+//! changes one child reference per branch on its path). The copy is then the page the
+//! commit writes: nothing is decoded into separate entries or encoded again.
+//!
+//! Only a page in the layout [`encode_branch`](super::encode_branch) writes is taken:
+//! entries packed against the end of the page in slot order, so that every entry's place
+//! follows from its slot and no two entries overlap. Replacing a child reference writes
+//! inside its entry and keeps that layout.
+
+use super::page::CHILD_REF_LEN;
+use super::{BRANCH_HEADER, BranchPage, ChildRef, PAGE_HEADER, PageKind, write_page_header};
+use super::{compare, get_u16};
+
+/// A branch page's copy whose entries are known to be packed in slot order.
+#[derive(Debug, Clone)]
+pub(crate) struct BranchImage {
+    page: Box<[u8]>,
+    count: usize,
+}
+
+impl BranchImage {
+    /// A copy of `branch`, if its entries lie as `encode_branch` writes them.
+    pub fn of(branch: &BranchPage<'_>) -> Option<BranchImage> {
+        let bytes = branch.bytes();
+        let count = branch.keys();
+        let slots_end = BRANCH_HEADER + 2 * count;
+        let mut end = bytes.len();
+        for j in 0..count {
+            let at = usize::from(get_u16(bytes, BRANCH_HEADER + 2 * j)?);
+            let len = usize::from(get_u16(bytes, at)?);
+            if at < slots_end || at + 2 + len + CHILD_REF_LEN != end {
+                return None;
+            }
+            end = at;
+        }
+        Some(BranchImage {
+            page: bytes.into(),
+            count,
+        })
+    }
+
+    /// The number of separators.
+    pub fn keys(&self) -> usize {
+        self.count
+    }
+
+    /// Bytes the branch takes in a page, header and slots included.
+    pub fn size(&self) -> usize {
+        BRANCH_HEADER + 2 * self.count + (self.page.len() - self.lowest())
+    }
+
+    /// Where the entries start: the last one's place (the page's end when there is none).
+    fn lowest(&self) -> usize {
+        match self.count {
+            0 => self.page.len(),
+            n => self.start(n - 1),
+        }
+    }
+
+    fn u16_at(&self, at: usize) -> usize {
+        usize::from(u16::from_le_bytes([self.page[at], self.page[at + 1]]))
+    }
+
+    /// Where entry `j` starts (its key length).
+    fn start(&self, j: usize) -> usize {
+        self.u16_at(BRANCH_HEADER + 2 * j)
+    }
+
+    /// Separator `j`.
+    pub fn key(&self, j: usize) -> &[u8] {
+        let at = self.start(j);
+        &self.page[at + 2..at + 2 + self.u16_at(at)]
+    }
+
+    /// Where child `i`'s reference is.
+    fn child_at(&self, i: usize) -> usize {
+        if i == 0 {
+            PAGE_HEADER
+        } else {
+            let at = self.start(i - 1);
+            at + 2 + self.u16_at(at)
+        }
+    }
+
+    pub fn child(&self, i: usize) -> ChildRef {
+        // In bounds: `of` checked every entry, and edits keep them where they are.
+        ChildRef::decode(&self.page, self.child_at(i)).unwrap_or_default()
+    }
+
+    pub fn set_child(&mut self, i: usize, c: ChildRef) {
+        let at = self.child_at(i);
+        c.encode(&mut self.page, at);
+    }
+
+    /// The index of the child whose range holds `key`.
+    pub fn find_child(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if compare(self.key(mid), key).is_le() {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The page to write, for transaction `txid`, its free space zeroed.
+    pub fn finish(mut self, txid: u64) -> Box<[u8]> {
+        let lowest = self.lowest();
+        self.page[BRANCH_HEADER + 2 * self.count..lowest].fill(0);
+        write_page_header(&mut self.page, PageKind::Branch, self.count as u16, txid);
+        self.page
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{encode_branch, put_u16};
+
+    fn c(page: u64) -> ChildRef {
+        ChildRef {
+            page,
+            crc: page as u32 ^ 0xabcd,
+        }
+    }
+
+    fn sample() -> Vec<u8> {
+        let seps: Vec<(&[u8], ChildRef)> = vec![(b"g", c(11)), (b"pq", c(12)), (b"x", c(13))];
+        let mut page = vec![0u8; 256];
+        encode_branch(&mut page, 4, c(10), seps.iter().copied());
+        page
+    }
+
+    #[test]
+    fn edits_child_references_in_place_and_writes_the_same_layout() -> crate::Result<()> {
+        let page = sample();
+        let image = BranchImage::of(&BranchPage::new(&page, 2)?);
+        let Some(mut image) = image else {
+            panic!("an encoded branch is in the packed layout");
+        };
+        assert_eq!(image.keys(), 3);
+        assert_eq!(
+            image.size(),
+            BRANCH_HEADER + 3 * 2 + 3 * (2 + CHILD_REF_LEN) + 4
+        );
+        assert_eq!((image.key(0), image.key(1)), (&b"g"[..], &b"pq"[..]));
+        assert_eq!(image.find_child(b"a"), 0);
+        assert_eq!(image.find_child(b"pq"), 2);
+        assert_eq!(image.find_child(b"zz"), 3);
+        image.set_child(0, c(20));
+        image.set_child(2, c(22));
+        assert_eq!(
+            (image.child(0), image.child(1), image.child(2)),
+            (c(20), c(11), c(22))
+        );
+        let written = image.finish(9);
+        let mut expect = vec![0u8; 256];
+        let seps: Vec<(&[u8], ChildRef)> = vec![(b"g", c(11)), (b"pq", c(22)), (b"x", c(13))];
+        encode_branch(&mut expect, 9, c(20), seps.iter().copied());
+        assert_eq!(&written[..], &expect[..]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_page_whose_entries_are_not_packed_in_slot_order_is_not_taken() -> crate::Result<()> {
+        let mut page = sample();
+        // Swap the first two slots: every entry is in bounds, but not in order.
+        let (a, b) = (
+            page[BRANCH_HEADER..BRANCH_HEADER + 2].to_vec(),
+            page[BRANCH_HEADER + 2..BRANCH_HEADER + 4].to_vec(),
+        );
+        page[BRANCH_HEADER..BRANCH_HEADER + 2].copy_from_slice(&b);
+        page[BRANCH_HEADER + 2..BRANCH_HEADER + 4].copy_from_slice(&a);
+        assert!(BranchImage::of(&BranchPage::new(&page, 2)?).is_none());
+        // An entry reaching into the slots.
+        let mut page = sample();
+        put_u16(&mut page, BRANCH_HEADER + 4, BRANCH_HEADER as u16);
+        assert!(BranchImage::of(&BranchPage::new(&page, 2)?).is_none());
+        Ok(())
+    }
+}
