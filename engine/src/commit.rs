@@ -8,15 +8,16 @@
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-use crate::btree::Node;
+use crate::btree::{Node, Run};
 use crate::db::{Durability, WriterState};
 use crate::error::Result;
 use crate::format::{
-    ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, checksum, encode_freelist,
+    ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, ZERO_PAGE, checksum, encode_freelist,
     encode_record, freelist_len,
 };
 use crate::freelist::FreeList;
 use crate::pager::Snapshot;
+use crate::storage::Storage;
 use crate::write_txn::{TableState, WriteTxn};
 
 /// The least the file grows by when it must grow (it also grows by a quarter of its size).
@@ -46,6 +47,18 @@ const MAX_TAIL_SCAN: u64 = 4096;
 /// commits later.
 fn tail_to_cut(len: u64, used: u64, page_size: u64) -> bool {
     len > used + MIN_GROWTH_PAGES * page_size + len / 4
+}
+
+/// Makes `storage` at least `needed` bytes long: when it must grow, by at least a quarter
+/// of its length and [`MIN_GROWTH_PAGES`] pages of `p` bytes, so that a growing file is
+/// resized rarely.
+pub(crate) fn grow(storage: &dyn Storage, needed: u64, p: u64) -> Result<()> {
+    if storage.len() < needed {
+        let step = (storage.len() / 4).max(MIN_GROWTH_PAGES * p);
+        let grown = needed.max(storage.len() + step).next_multiple_of(p);
+        storage.resize(grown)?;
+    }
+    Ok(())
 }
 
 /// Pages written together in one vectored write, at most.
@@ -212,7 +225,16 @@ impl WriteTxn {
         for (&id, _) in self.dirty.nodes.iter() {
             self.freelist.free(id, txid);
         }
-        out.extend(self.dirty.overflow.drain());
+        // Runs written when they were made only need their pages re-verified when read.
+        let mut written_runs = Vec::new();
+        for (page, run) in self.dirty.overflow.drain() {
+            match run {
+                Run::Held(bytes) => out.push((page, bytes)),
+                Run::Written { len, .. } => {
+                    written_runs.push(page..page + (len as u64).div_ceil(p));
+                }
+            }
+        }
 
         // The commit log: a commit whose record fits appends it, when every commit since
         // the durable one did the same (decided again below, once the file's length and
@@ -276,11 +298,7 @@ impl WriteTxn {
         //    with the next sync (until then recovery rejects a slot past the end).
         let page_count = self.freelist.page_count;
         let needed = page_count * p;
-        if storage.len() < needed {
-            let step = (storage.len() / 4).max(MIN_GROWTH_PAGES * p);
-            let grown = needed.max(storage.len() + step).next_multiple_of(p);
-            storage.resize(grown)?;
-        }
+        grow(storage, needed, p)?;
         let durable =
             !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
         if durable && needed > ws.synced_len {
@@ -296,7 +314,6 @@ impl WriteTxn {
             self.base.verified.clone()
         };
         // Runs shorter than their pages are padded with zeros up to the next page written.
-        static ZEROS: [u8; crate::format::MAX_PAGE_SIZE] = [0; crate::format::MAX_PAGE_SIZE];
         let mut i = 0;
         let mut bufs: Vec<&[u8]> = Vec::new();
         while i < out.len() {
@@ -307,7 +324,7 @@ impl WriteTxn {
             while j < out.len() && out[j].0 == next && pages < MAX_COALESCED_PAGES {
                 let start = pages * page_size;
                 if start > written {
-                    bufs.push(&ZEROS[..start - written]);
+                    bufs.push(&ZERO_PAGE[..start - written]);
                 }
                 let bytes = &out[j].1;
                 bufs.push(bytes);
@@ -322,6 +339,9 @@ impl WriteTxn {
                 verified.remove(page);
             }
             i = j;
+        }
+        for page in written_runs.into_iter().flatten() {
+            verified.remove(page);
         }
 
         // 6. The slot, in the slot not holding the last durable commit; then the sync.

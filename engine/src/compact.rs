@@ -9,7 +9,7 @@
 //! open through the whole compaction keeps the pages it sees, and the file then shrinks
 //! less (the report says by how much it did).
 
-use crate::btree::{Node, NodeView, TreeWriter, Value};
+use crate::btree::{Node, NodeView, Run, TreeWriter, Value};
 use crate::db::{Database, Durability};
 use crate::error::{Error, Result};
 use crate::format::{
@@ -286,7 +286,9 @@ impl Mover {
         };
         crate::format::write_page_header(&mut run, crate::format::PageKind::Overflow, 0, w.txid);
         let crc = checksum(page, &run);
-        w.dirty.overflow.insert(page, run.into_boxed_slice());
+        w.dirty
+            .overflow
+            .insert(page, Run::Held(run.into_boxed_slice()));
         self.moves = self.moves.saturating_sub(n as usize);
         self.work = self.work.saturating_sub(n as usize);
         self.moved += n as usize;

@@ -73,13 +73,17 @@ impl WriteTxn {
         let mut freelist = std::mem::take(&mut ws.freelist);
         freelist.begin();
         let catalog = base.slot.catalog;
+        let storage = inner.storage.clone();
         Ok(WriteTxn {
             txid: ws.next_txid,
             durability: inner.durability,
             inner,
             original: Some(ws),
             base,
-            dirty: Dirty::default(),
+            dirty: Dirty {
+                storage: Some(storage),
+                ..Dirty::default()
+            },
             freelist,
             catalog: (catalog.page != 0).then_some(catalog),
             tables: HashMap::new(),

@@ -26,7 +26,7 @@ impl TreeWriter<'_> {
         key: &[u8],
         value: &[u8],
     ) -> Result<bool> {
-        let value = self.make_value(key.len(), value);
+        let value = self.make_value(key.len(), value)?;
         let Some(r) = *root else {
             let mut leaf = LeafNode::new(self.page_size());
             leaf.push(key, value)?;

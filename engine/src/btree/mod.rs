@@ -14,7 +14,7 @@ mod writer;
 
 pub(crate) use cursor::RangeIter;
 pub(crate) use node::{BranchNode, BranchView, LeafNode, LeafView, Node, NodeView, Value};
-pub(crate) use pages::{Dirty, Pages};
+pub(crate) use pages::{Dirty, Pages, Run};
 pub(crate) use writer::TreeWriter;
 
 /// The deepest tree the engine will descend: deeper means a cycle or damage.

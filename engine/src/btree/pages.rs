@@ -2,19 +2,37 @@
 //! transaction owns.
 
 use rustc_hash::FxHashMap;
+use std::sync::{Arc, OnceLock};
 
 use super::{BranchView, Node, NodeView};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{ChildRef, LeafPage, OVERFLOW_HEADER, OverflowRef};
 use crate::pager::{Snapshot, TreePage};
+use crate::storage::Storage;
 
 /// What a write transaction has changed and not yet committed.
 #[derive(Debug, Default)]
 pub(crate) struct Dirty {
     /// Tree nodes by their new page id (page ids need no DoS-resistant hash).
     pub nodes: FxHashMap<u64, Node>,
-    /// New overflow runs by first page id: the run's bytes, header included.
-    pub overflow: FxHashMap<u64, Box<[u8]>>,
+    /// New overflow runs by first page id.
+    pub overflow: FxHashMap<u64, Run>,
+    /// Where new overflow runs are written as they are made (none: the commit writes them).
+    pub storage: Option<Arc<dyn Storage>>,
+}
+
+/// A new overflow run.
+#[derive(Debug)]
+pub(crate) enum Run {
+    /// The run's bytes, header included, for the commit to write.
+    Held(Box<[u8]>),
+    /// Written to its free pages when it was made, straight from the caller's value (a
+    /// large value is neither copied into memory nor written twice): `len` bytes, header
+    /// included, read back only if the transaction reads the value.
+    Written {
+        len: usize,
+        read_back: OnceLock<Box<[u8]>>,
+    },
 }
 
 /// A source of nodes: a snapshot, and for a write transaction its owned nodes.
@@ -39,10 +57,25 @@ impl<'a> Pages<'a> {
     }
 
     pub fn overflow(&self, o: OverflowRef) -> Result<&'a [u8]> {
-        if let Some(run) = self.dirty.and_then(|d| d.overflow.get(&o.page)) {
-            return Ok(&run[OVERFLOW_HEADER..]);
-        }
-        self.snapshot.overflow(o)
+        let Some(dirty) = self.dirty else {
+            return self.snapshot.overflow(o);
+        };
+        let bytes = match dirty.overflow.get(&o.page) {
+            None => return self.snapshot.overflow(o),
+            Some(Run::Held(bytes)) => bytes,
+            Some(Run::Written { len, read_back }) => match read_back.get() {
+                Some(bytes) => bytes,
+                None => {
+                    let storage = dirty.storage.as_ref().ok_or_else(|| {
+                        Error::corrupt(o.page, "internal: a written run without storage")
+                    })?;
+                    let mut bytes = vec![0u8; *len].into_boxed_slice();
+                    storage.read(o.page * self.snapshot.page_size as u64, &mut bytes)?;
+                    read_back.get_or_init(|| bytes)
+                }
+            },
+        };
+        Ok(&bytes[OVERFLOW_HEADER..])
     }
 }
 

@@ -1,10 +1,12 @@
 //! The write side of a tree: owning (copying) nodes, allocating and freeing their pages.
 
-use super::{BranchNode, Dirty, LeafNode, Node, NodeView, Pages, Value};
+use std::sync::OnceLock;
+
+use super::{BranchNode, Dirty, LeafNode, Node, NodeView, Pages, Run, Value};
 use crate::error::{Error, Result};
 use crate::format::{
-    ChildRef, OVERFLOW_HEADER, OverflowRef, PageKind, ValueRef, checksum, leaf_entry_size,
-    max_inline_entry, write_page_header,
+    ChildRef, OVERFLOW_HEADER, OverflowRef, PageKind, ValueRef, ZERO_PAGE, checksum_parts,
+    leaf_entry_size, max_inline_entry, write_page_header,
 };
 use crate::freelist::FreeList;
 use crate::pager::{Snapshot, TreePage};
@@ -108,11 +110,16 @@ impl TreeWriter<'_> {
     }
 
     /// The stored form of `value` under a key of `key_len` bytes: inline when the entry
-    /// fits half a leaf, else a newly written overflow run.
-    pub fn make_value<'v>(&mut self, key_len: usize, value: &'v [u8]) -> ValueRef<'v> {
+    /// fits half a leaf, else a new overflow run, written at once when the transaction
+    /// has its storage at hand (into free pages, which no snapshot can see), else kept for
+    /// the commit to write.
+    ///
+    /// # Errors
+    /// An I/O error writing the run (its pages are then free again).
+    pub fn make_value<'v>(&mut self, key_len: usize, value: &'v [u8]) -> Result<ValueRef<'v>> {
         if leaf_entry_size(key_len, &ValueRef::Inline(value)) <= max_inline_entry(self.page_size())
         {
-            return ValueRef::Inline(value);
+            return Ok(ValueRef::Inline(value));
         }
         let len = value.len() as u32;
         let probe = OverflowRef {
@@ -120,15 +127,41 @@ impl TreeWriter<'_> {
             len,
             crc: 0,
         };
-        let page = self.alloc.alloc_run(probe.pages(self.page_size()));
-        // Not zeroed first: the header, then the value, are the only writes.
-        let mut run = Vec::with_capacity(OVERFLOW_HEADER + value.len());
-        run.resize(OVERFLOW_HEADER, 0);
-        write_page_header(&mut run, PageKind::Overflow, 0, self.txid);
-        run.extend_from_slice(value);
-        let crc = checksum(page, &run);
-        self.dirty.overflow.insert(page, run.into_boxed_slice());
-        ValueRef::Overflow(OverflowRef { page, len, crc })
+        let pages = probe.pages(self.page_size());
+        let page = self.alloc.alloc_run(pages);
+        let mut header = [0u8; OVERFLOW_HEADER];
+        write_page_header(&mut header, PageKind::Overflow, 0, self.txid);
+        let crc = checksum_parts(page, &[&header, value]);
+        let run = match self.dirty.storage.clone() {
+            Some(storage) => {
+                let p = self.page_size() as u64;
+                let pad = (pages * p) as usize - OVERFLOW_HEADER - value.len();
+                let written = crate::commit::grow(storage.as_ref(), (page + pages) * p, p)
+                    .and_then(|()| {
+                        let bufs = [&header[..], value, &ZERO_PAGE[..pad]];
+                        Ok(storage.write_vectored(page * p, &bufs)?)
+                    });
+                if let Err(e) = written {
+                    for q in page..page + pages {
+                        self.alloc.free(q, self.txid);
+                    }
+                    return Err(e);
+                }
+                Run::Written {
+                    len: OVERFLOW_HEADER + value.len(),
+                    read_back: OnceLock::new(),
+                }
+            }
+            None => {
+                // Not zeroed first: the header, then the value, are the only writes.
+                let mut run = Vec::with_capacity(OVERFLOW_HEADER + value.len());
+                run.extend_from_slice(&header);
+                run.extend_from_slice(value);
+                Run::Held(run.into_boxed_slice())
+            }
+        };
+        self.dirty.overflow.insert(page, run);
+        Ok(ValueRef::Overflow(OverflowRef { page, len, crc }))
     }
 
     /// Frees every page of the tree under `root`: its nodes and overflow runs.

@@ -26,7 +26,7 @@ pub(crate) use leaf_edit::{LeafNode, Value};
 pub(crate) use log::{LOG_RECORD_HEADER, LOG_UNIT, LogOp, LogRecord, decode_ops, encode_record};
 pub(crate) use page::{
     BRANCH_HEADER, ChildRef, LEAF_HEADER, OVERFLOW_HEADER, OverflowRef, PAGE_HEADER, PageKind,
-    checksum, page_kind, page_txid, write_page_header,
+    ZERO_PAGE, checksum, checksum_parts, page_kind, page_txid, write_page_header,
 };
 pub(crate) use slot::{SLOT_LEN, SLOT_OFFSET, Slot};
 

@@ -76,12 +76,22 @@ impl OverflowRef {
     }
 }
 
+/// Zeros to pad a write up to the end of a page.
+pub(crate) static ZERO_PAGE: [u8; super::MAX_PAGE_SIZE] = [0; super::MAX_PAGE_SIZE];
+
 /// The checksum of a page (or run) `bytes` stored at page `id`. Seeding with the page id
 /// makes a page copied to another place fail its check.
 pub(crate) fn checksum(id: u64, bytes: &[u8]) -> u32 {
+    checksum_parts(id, &[bytes])
+}
+
+/// [`checksum`] of the concatenation of `parts`.
+pub(crate) fn checksum_parts(id: u64, parts: &[&[u8]]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&id.to_le_bytes());
-    h.update(bytes);
+    for part in parts {
+        h.update(part);
+    }
     h.finalize()
 }
 
