@@ -31,6 +31,12 @@ fn loaded(n: u64) -> Database {
         .durability(Durability::Eventual)
         .in_memory()
         .unwrap_or_else(|e| panic!("{e}"));
+    load(&db, n);
+    db
+}
+
+/// Creates table `t` in `db` holding `n` sequential keys.
+fn load(db: &Database, n: u64) {
     let run = || -> cairn_engine::Result<()> {
         let mut w = db.begin_write()?;
         w.create_table("t")?;
@@ -38,10 +44,10 @@ fn loaded(n: u64) -> Database {
         for k in keys(n, false) {
             t.insert(&k, &VALUE)?;
         }
+        drop(t);
         w.commit()
     };
     run().unwrap_or_else(|e| panic!("{e}"));
-    db
 }
 
 fn insert(c: &mut Criterion) {
@@ -154,17 +160,7 @@ fn commit_eventual(c: &mut Criterion) {
         .create(dir.path().join("bench.cairn"))
         .unwrap_or_else(|e| panic!("{e}"));
     let n = 100_000u64;
-    let setup = || -> cairn_engine::Result<()> {
-        let mut w = db.begin_write()?;
-        w.create_table("t")?;
-        let mut t = w.open_table("t")?;
-        for k in keys(n, false) {
-            t.insert(&k, &VALUE)?;
-        }
-        drop(t);
-        w.commit()
-    };
-    setup().unwrap_or_else(|e| panic!("{e}"));
+    load(&db, n);
     let order = keys(n, true);
     let mut next = order.iter().cycle();
     c.bench_function("commit_eventual/update_1_of_100000", |b| {

@@ -143,11 +143,17 @@ fn durable_single_put_commits_reuse_their_own_pages_between_syncs() -> Result<()
     Ok(())
 }
 
+/// What the tests below read of a sealed commit's slot.
+struct Sealed {
+    txid: u64,
+    log_page: u64,
+    freelist_page: u64,
+    freelist_len: u64,
+}
+
 /// The image of a cleanly closed database (1 KiB pages) after `work`, and its first slot
-/// as `cairn info` reads it.
-fn sealed(
-    work: impl FnOnce(&Database) -> Result<(), Error>,
-) -> Result<(Vec<u8>, cairn_engine::SlotInfo), Error> {
+/// as `cairn info` reads it: valid, and (a clean close syncs) naming its freelist.
+fn sealed(work: impl FnOnce(&Database) -> Result<(), Error>) -> Result<(Vec<u8>, Sealed), Error> {
     let (storage, db) = on_faulty_store(1)?;
     work(&db)?;
     drop(db);
@@ -156,7 +162,23 @@ fn sealed(
     let path = dir.path().join("f.cairn");
     std::fs::write(&path, &image)?;
     let [slot, _] = cairn_engine::inspect(&path)?.slots;
-    Ok((image, slot))
+    let cairn_engine::SlotInfo::Valid {
+        txid,
+        log_page,
+        freelist_page: Some(freelist_page),
+        freelist_len,
+        ..
+    } = slot
+    else {
+        panic!("slot 0 holds the sealed commit, which names its freelist: {slot:?}");
+    };
+    let sealed = Sealed {
+        txid,
+        log_page,
+        freelist_page,
+        freelist_len,
+    };
+    Ok((image, sealed))
 }
 
 #[test]
@@ -166,9 +188,7 @@ fn a_log_record_that_does_not_apply_is_reported_as_damage() -> Result<(), Error>
         w.create_table("t")?;
         w.commit()
     })?;
-    let cairn_engine::SlotInfo::Valid { txid, log_page, .. } = slot else {
-        panic!("slot 0 holds the sealed commit");
-    };
+    let Sealed { txid, log_page, .. } = slot;
     // A well-formed record, checksum and all, of a put into a table that does not exist.
     let mut payload = vec![1, 4, 0];
     payload.extend_from_slice(b"nope");
@@ -211,18 +231,12 @@ fn a_freelist_that_lists_pages_of_the_log_is_refused() -> Result<(), Error> {
         }
         w.commit()
     })?;
-    let cairn_engine::SlotInfo::Valid {
+    let Sealed {
         freelist_page,
         freelist_len,
         log_page,
         ..
-    } = slot
-    else {
-        panic!("slot 0 holds the sealed commit");
-    };
-    let Some(freelist_page) = freelist_page else {
-        panic!("a sealed commit names its freelist");
-    };
+    } = slot;
     assert!(freelist_page != 0, "the removals left free pages");
     // The first free run now starts inside the log; checksums made to match again: the
     // freelist's in both slots, and each slot's own.
@@ -314,17 +328,11 @@ fn a_slot_naming_an_impossible_log_is_refused() -> Result<(), Error> {
         w.open_table("t")?.insert(b"k", b"v")?;
         w.commit()
     })?;
-    let cairn_engine::SlotInfo::Valid {
+    let Sealed {
         txid,
         freelist_page,
         ..
-    } = slot
-    else {
-        panic!("slot 0 holds the sealed commit");
-    };
-    let Some(freelist_page) = freelist_page else {
-        panic!("a sealed commit names its freelist");
-    };
+    } = slot;
     // Each damage to both slots, their checksums made to match again.
     let cases: [(&str, u64, u64, &str); 4] = [
         ("log at page 0", 56, 0, "at page 0"),

@@ -4,7 +4,7 @@
 
 use cairn_engine::{Database, Error, SlotInfo, inspect};
 use cairn_tests::{on_faulty_store, open_image};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Whether each slot of the file at `path` names a freelist (`None`: invalid slot), newest
 /// commit first.
@@ -45,6 +45,15 @@ fn logged_commits(db: &Database) -> Result<(), Error> {
     Ok(())
 }
 
+/// A database file in a fresh folder (returned, to keep it) after [`logged_commits`].
+fn logged_file() -> Result<(tempfile::TempDir, PathBuf, Database), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("logged.cairn");
+    let db = Database::create(&path)?;
+    logged_commits(&db)?;
+    Ok((dir, path, db))
+}
+
 #[test]
 fn a_logged_commit_names_no_freelist_and_a_power_cut_rebuilds_its_free_set() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
@@ -75,10 +84,7 @@ fn a_logged_commit_names_no_freelist_and_a_power_cut_rebuilds_its_free_set() -> 
 
 #[test]
 fn stats_and_the_page_map_count_a_logged_commits_free_pages() -> Result<(), Error> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("free.cairn");
-    let db = Database::create(&path)?;
-    logged_commits(&db)?;
+    let (_dir, path, db) = logged_file()?;
     assert_eq!(freelists_named(&path)?[0], Some(false));
     let free_in_map = |db: &Database| -> Result<usize, Error> {
         Ok(db.pages()?.iter().filter(|p| p.kind == "free").count())
@@ -123,10 +129,7 @@ fn a_check_beside_an_open_write_transaction_does_not_wait_for_it() -> Result<(),
 
 #[test]
 fn a_clean_close_leaves_both_slots_naming_their_freelists() -> Result<(), Error> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("closed.cairn");
-    let db = Database::create(&path)?;
-    logged_commits(&db)?;
+    let (_dir, path, db) = logged_file()?;
     let entries = db.begin_read()?.open_table("t")?.len();
     drop(db);
     assert_eq!(freelists_named(&path)?, vec![Some(true), Some(true)]);
@@ -140,10 +143,7 @@ fn a_clean_close_leaves_both_slots_naming_their_freelists() -> Result<(), Error>
 #[test]
 fn a_follower_reports_a_slot_naming_an_impossible_freelist_without_walking_it() -> Result<(), Error>
 {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("crafted.cairn");
-    let db = Database::create(&path)?;
-    logged_commits(&db)?;
+    let (_dir, path, db) = logged_file()?;
     drop(db);
     let ro = Database::builder().read_only(true).open(&path)?;
     // A newer slot, as a writer process would write it, but naming a freelist of 2^50
