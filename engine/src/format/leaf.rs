@@ -150,6 +150,15 @@ impl<'a> LeafPage<'a> {
     /// `Ok(i)` when entry `i` has `key`; `Err(i)` when `key` would be inserted at `i`.
     pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
         let (mut lo, mut hi) = (0, self.count);
+        if let Some(area) = self.slot(0) {
+            // Where the first probes' entries are, taking the entries to be of one size and
+            // packed in key order (as a page written whole has them): reading their slots
+            // would cost a search in a cached page more than the hint saves.
+            let size = self.bytes.len().saturating_sub(area) / hi.max(1);
+            super::prefetch::first_probes(hi, |i| {
+                super::prefetch::prefetch(self.bytes, area + size * i);
+            });
+        }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let Some(k) = self.key_at(mid) else {
