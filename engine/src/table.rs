@@ -230,11 +230,7 @@ impl<'t> TableMut<'t> {
         check_put(self.txn.base.page_size, key, value)?;
         let name = &self.name;
         self.txn.logged(Some(name), LogOp::Put(key, value), |txn| {
-            txn.with_tree(name, |w, meta| {
-                let existed = w.insert(&mut meta.root, key, value)?;
-                meta.len += u64::from(!existed);
-                Ok(existed)
-            })
+            txn.insert_into(name, key, value)
         })
     }
 

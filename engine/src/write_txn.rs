@@ -1,9 +1,9 @@
 //! The write transaction: the one writer's private, copy-on-write view of the database.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-use crate::btree::{Dirty, Pages, TreeWriter};
+use crate::btree::{Dirty, Pages, Tail, TreeWriter};
 use crate::db::{Durability, Inner, WriterState};
 use crate::error::{Error, Result};
 use crate::format::LogOp;
@@ -19,6 +19,8 @@ use crate::table::{TableInfo, TableMut};
 pub(crate) struct TableState {
     pub loaded: Option<TableMeta>,
     pub current: TableMeta,
+    /// The tree's last leaf, while inserts alone change the tree.
+    pub tail: Option<Tail>,
 }
 
 /// The write transaction. There is one at a time per database; `begin_write` waits for
@@ -32,7 +34,7 @@ pub struct WriteTxn {
     pub(crate) dirty: Dirty,
     pub(crate) freelist: FreeList,
     pub(crate) catalog: Option<ChildRef>,
-    pub(crate) tables: HashMap<String, TableState>,
+    pub(crate) tables: FxHashMap<String, TableState>,
     pub(crate) txid: u64,
     pub(crate) durability: Durability,
     /// Set by compaction: commit even without changes (so that freed pages at the end
@@ -86,7 +88,7 @@ impl WriteTxn {
             },
             freelist,
             catalog: (catalog.page != 0).then_some(catalog),
-            tables: HashMap::new(),
+            tables: FxHashMap::default(),
             compacting: false,
             ops,
         })
@@ -150,6 +152,8 @@ impl WriteTxn {
         let state = tables
             .get_mut(name)
             .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        // A change other than an insert through the tail may move the last leaf.
+        state.tail = None;
         let mut w = TreeWriter {
             snapshot: base,
             dirty,
@@ -157,6 +161,38 @@ impl WriteTxn {
             txid: *txid,
         };
         f(&mut w, &mut state.current)
+    }
+
+    /// Inserts or replaces `key` in table `name`; returns whether it existed. A key after
+    /// every key goes straight into the table's last leaf when the previous change to the
+    /// table was an insert that ended there (a sequential load descends the tree once per
+    /// leaf).
+    pub(crate) fn insert_into(&mut self, name: &str, key: &[u8], value: &[u8]) -> Result<bool> {
+        let WriteTxn {
+            base,
+            dirty,
+            freelist,
+            tables,
+            txid,
+            ..
+        } = self;
+        let state = tables
+            .get_mut(name)
+            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        let mut w = TreeWriter {
+            snapshot: base,
+            dirty,
+            alloc: freelist,
+            txid: *txid,
+        };
+        let meta = &mut state.current;
+        let out = w.insert_with_tail(&mut meta.root, key, value, &mut state.tail);
+        if out.is_err() {
+            state.tail = None;
+        }
+        let existed = out?;
+        meta.len += u64::from(!existed);
+        Ok(existed)
     }
 
     /// Runs `f` on the catalog tree.
@@ -186,6 +222,7 @@ impl WriteTxn {
             TableState {
                 loaded: Some(meta),
                 current: meta,
+                tail: None,
             },
         );
         Ok(Some(meta))
@@ -221,6 +258,7 @@ impl WriteTxn {
             TableState {
                 loaded: Some(meta),
                 current: meta,
+                tail: None,
             },
         );
         Ok(())

@@ -94,8 +94,17 @@ fn run(seed: u64, ops: usize, page_size: usize) -> Result<(), Error> {
         let name = TABLES[rng.random_range(0..TABLES.len())];
         match rng.random_range(0..100) {
             0..=34 => {
-                let (k, v) = (key(&mut rng, max), value(&mut rng));
+                let (mut k, v) = (key(&mut rng, max), value(&mut rng));
                 if let Some(m) = working.get_mut(name) {
+                    // Often a key after every key (a run of them goes through the table's
+                    // last leaf without descending the tree).
+                    if let Some(last) = m.last_key_value().map(|(k, _)| k.clone())
+                        && last.len() < max
+                        && rng.random_bool(0.4)
+                    {
+                        k = last;
+                        k.push(rng.random());
+                    }
                     let existed = txn.open_table(name)?.insert(&k, &v)?;
                     assert_eq!(existed, m.insert(k, v).is_some(), "step {step}");
                 } else {

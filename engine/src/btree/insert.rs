@@ -2,12 +2,14 @@
 //!
 //! A leaf that overflows because a key was appended after all others keeps its entries
 //! and starts a new right sibling with the new one, so sequential loads fill leaves fully.
+//! The insert that ends in the tree's last leaf remembers it (a [`Tail`]): a key after all
+//! others then goes straight into that leaf, without descending the tree again.
 
 use super::writer::split_point;
 use super::{BranchNode, LeafNode, MAX_DEPTH, Node, TreeWriter, Value};
 use crate::error::{Error, Result};
 use crate::format::{
-    BRANCH_HEADER, ChildRef, LEAF_HEADER, ValueRef, branch_entry_size, leaf_entry_size,
+    BRANCH_HEADER, ChildRef, LEAF_HEADER, ValueRef, branch_entry_size, compare, leaf_entry_size,
 };
 
 /// A node that split: the separator and the page of the new right sibling.
@@ -18,6 +20,16 @@ fn owned(page: u64) -> ChildRef {
     ChildRef { page, crc: 0 }
 }
 
+/// The last leaf of a tree, owned by the transaction along with every branch above it, as
+/// the last insert into the tree left it. It stays right only as long as nothing else
+/// changes the tree: whoever changes the tree otherwise forgets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tail {
+    /// The tree's root page when the tail was found.
+    root: u64,
+    leaf: u64,
+}
+
 impl TreeWriter<'_> {
     /// Inserts or replaces `key` in the tree under `root`; returns whether it existed.
     pub fn insert(
@@ -26,15 +38,45 @@ impl TreeWriter<'_> {
         key: &[u8],
         value: &[u8],
     ) -> Result<bool> {
+        self.insert_with_tail(root, key, value, &mut None)
+    }
+
+    /// As [`TreeWriter::insert`], appending through `tail` (the tree's last leaf, as the
+    /// previous insert left it) when `key` goes after every key and fits that leaf, and
+    /// leaving in `tail` the last leaf as this insert leaves it (if it knows it).
+    pub fn insert_with_tail(
+        &mut self,
+        root: &mut Option<ChildRef>,
+        key: &[u8],
+        value: &[u8],
+        tail: &mut Option<Tail>,
+    ) -> Result<bool> {
         let value = self.make_value(key.len(), value)?;
         let Some(r) = *root else {
             let mut leaf = LeafNode::new(self.page_size());
             leaf.push(key, value)?;
-            *root = Some(owned(self.new_node(Node::Leaf(leaf))));
+            let id = self.new_node(Node::Leaf(leaf));
+            *root = Some(owned(id));
+            *tail = Some(Tail { root: id, leaf: id });
             return Ok(false);
         };
+        if let Some(t) = tail.take().filter(|t| t.root == r.page) {
+            let page_size = self.page_size();
+            if let Some(Node::Leaf(leaf)) = self.dirty.nodes.get_mut(&t.leaf) {
+                let after = match leaf.len().checked_sub(1) {
+                    Some(last) => compare(key, leaf.key(last)?).is_gt(),
+                    None => false,
+                };
+                if after && leaf.size + leaf_entry_size(key.len(), &value) <= page_size {
+                    leaf.push(key, value)?;
+                    *tail = Some(t);
+                    return Ok(false);
+                }
+            }
+        }
         let id = self.own(r)?;
-        let (old, split) = self.insert_at(id, key, value, 0)?;
+        let mut last_leaf = None;
+        let (old, split) = self.insert_at(id, key, value, 0, Some(&mut last_leaf))?;
         let mut top = owned(id);
         if let Some((sep, right)) = split {
             let mut b = BranchNode::new(top);
@@ -42,6 +84,10 @@ impl TreeWriter<'_> {
             top = owned(self.new_node(Node::Branch(b)));
         }
         *root = Some(top);
+        *tail = last_leaf.map(|leaf| Tail {
+            root: top.page,
+            leaf,
+        });
         let existed = old.is_some();
         if let Some(old) = old {
             self.free_value(&old)?;
@@ -49,21 +95,25 @@ impl TreeWriter<'_> {
         Ok(existed)
     }
 
+    /// Inserts under owned node `id`. `last_leaf` is given when `id` is on the tree's right
+    /// edge (every branch above took its last child): it gets the tree's last leaf, if the
+    /// insert ends there.
     fn insert_at(
         &mut self,
         id: u64,
         key: &[u8],
         value: ValueRef<'_>,
         depth: usize,
+        last_leaf: Option<&mut Option<u64>>,
     ) -> Result<(Option<Value>, Split)> {
         if depth > MAX_DEPTH {
             return Err(Error::corrupt(id, "tree too deep (a cycle?)"));
         }
         let page_size = self.page_size();
-        let (i, child) = match self.node_mut(id)? {
+        let (i, child, last) = match self.node_mut(id)? {
             Node::Branch(b) => {
                 let i = b.find_child(key);
-                (i, b.child(i))
+                (i, b.child(i), i + 1 == b.children())
             }
             Node::Leaf(leaf) => {
                 let found = leaf.search(key)?;
@@ -79,15 +129,24 @@ impl TreeWriter<'_> {
                             None
                         }
                     };
+                    if let Some(last_leaf) = last_leaf {
+                        *last_leaf = Some(id);
+                    }
                     return Ok((old, None));
                 }
                 let (old, right) = split_leaf(leaf, found, key, value)?;
                 let sep: Box<[u8]> = right.key(0)?.into();
-                return Ok((old, Some((sep, self.new_node(Node::Leaf(right))))));
+                let right = self.new_node(Node::Leaf(right));
+                if let Some(last_leaf) = last_leaf {
+                    // The upper part, wherever the key went, is the last leaf now.
+                    *last_leaf = Some(right);
+                }
+                return Ok((old, Some((sep, right))));
             }
         };
         let cid = self.own(child)?;
-        let (old, split) = self.insert_at(cid, key, value, depth + 1)?;
+        let last_leaf = last_leaf.filter(|_| last);
+        let (old, split) = self.insert_at(cid, key, value, depth + 1, last_leaf)?;
         let Node::Branch(b) = self.node_mut(id)? else {
             return Err(Error::corrupt(id, "internal: branch changed kind"));
         };
@@ -155,4 +214,84 @@ fn split_branch(b: &mut BranchNode, appended: bool, page_size: usize) -> (Box<[u
         split_point(&sizes, BRANCH_HEADER, page_size, true)
     };
     b.split_off(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tail;
+    use crate::btree::Node;
+    use crate::write_txn::WriteTxn;
+    use crate::{Database, Error};
+
+    fn key(i: u32) -> [u8; 4] {
+        i.to_be_bytes()
+    }
+
+    fn tail(w: &WriteTxn) -> Option<Tail> {
+        w.tables.get("t").and_then(|t| t.tail)
+    }
+
+    /// The last key of the leaf `t` names, when `t` is still the tree's root-and-leaf pair.
+    fn last_key_of(w: &WriteTxn, t: Tail) -> Option<Vec<u8>> {
+        let root = w.tables.get("t")?.current.root?;
+        let Some(Node::Leaf(leaf)) = w.dirty.nodes.get(&t.leaf) else {
+            return None;
+        };
+        let last = leaf.key(leaf.len().checked_sub(1)?).ok()?;
+        (root.page == t.root).then(|| last.to_vec())
+    }
+
+    #[test]
+    fn appends_go_through_the_last_leaf_and_other_changes_forget_it() -> Result<(), Error> {
+        let db = Database::builder().page_size(1024).in_memory()?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        let mut leaves = std::collections::HashSet::new();
+        for i in (0..4_000).step_by(2) {
+            w.open_table("t")?.insert(&key(i), &[7; 40])?;
+            let Some(t) = tail(&w) else {
+                panic!("no tail after appending {i}");
+            };
+            assert_eq!(last_key_of(&w, t), Some(key(i).to_vec()), "after {i}");
+            leaves.insert(t.leaf);
+        }
+        // Many leaves, each the tail while it filled.
+        assert!(leaves.len() > 100, "{} leaves", leaves.len());
+        // A remove forgets the tail; so does an insert away from the end.
+        w.open_table("t")?.remove(&key(3_998))?;
+        assert_eq!(tail(&w), None);
+        w.open_table("t")?.insert(&key(3_999), &[7; 40])?;
+        assert!(tail(&w).is_some());
+        w.open_table("t")?.insert(&key(1), &[1; 40])?;
+        assert_eq!(tail(&w), None);
+        // The next append finds the last leaf by descending, then goes through it again.
+        for i in 4_000..4_010 {
+            w.open_table("t")?.insert(&key(i), &[8; 40])?;
+            let Some(t) = tail(&w) else {
+                panic!("no tail after appending {i}");
+            };
+            assert_eq!(last_key_of(&w, t), Some(key(i).to_vec()));
+        }
+        w.commit()?;
+        let r = db.begin_read()?;
+        let t = r.open_table("t")?;
+        assert_eq!(t.len(), 2_000 + 1 + 10);
+        let keys: Vec<Vec<u8>> = t
+            .iter()?
+            .map(|e| e.map(|(k, _)| k.to_vec()))
+            .collect::<Result<_, _>>()?;
+        let mut want: Vec<u32> = (0..3_998)
+            .step_by(2)
+            .chain([1, 3_999])
+            .chain(4_000..4_010)
+            .collect();
+        want.sort_unstable();
+        assert_eq!(
+            keys,
+            want.into_iter()
+                .map(|i| key(i).to_vec())
+                .collect::<Vec<_>>()
+        );
+        Ok(())
+    }
 }

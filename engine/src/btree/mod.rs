@@ -13,6 +13,7 @@ mod remove;
 mod writer;
 
 pub(crate) use cursor::RangeIter;
+pub(crate) use insert::Tail;
 pub(crate) use node::{BranchNode, BranchView, LeafNode, LeafView, Node, NodeView, Value};
 pub(crate) use pages::{Dirty, Pages, Run};
 pub(crate) use writer::TreeWriter;
