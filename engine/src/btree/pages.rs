@@ -80,6 +80,20 @@ impl<'a> Pages<'a> {
 }
 
 impl<'a> Pages<'a> {
+    /// Asks the processor for committed page `page` (its first 4 KiB), which a scan is
+    /// about to read; does nothing for an owned page or one outside the file.
+    pub fn prefetch(&self, page: u64) {
+        if self.dirty.is_some_and(|d| d.nodes.contains_key(&page)) {
+            return;
+        }
+        let len = self.snapshot.page_size.min(4096);
+        if let Ok(bytes) = self.snapshot.raw(page, len) {
+            for at in (0..len).step_by(64) {
+                crate::format::prefetch::prefetch(bytes, at);
+            }
+        }
+    }
+
     /// The value stored under `key` in leaf `l`.
     pub fn value_in(&self, l: LeafPage<'a>, key: &[u8]) -> Result<Option<&'a [u8]>> {
         let Ok(i) = l.search(key)? else {

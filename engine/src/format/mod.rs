@@ -13,7 +13,7 @@ mod leaf;
 mod leaf_edit;
 mod log;
 mod page;
-mod prefetch;
+pub(crate) mod prefetch;
 mod slot;
 
 pub(crate) use branch::{BranchPage, encode_branch};
