@@ -3,7 +3,7 @@
 //! A binary search in a page that is not in the cache waits for memory at every probe, one
 //! probe after another. Asking at the start for the entries of the first probes, whichever
 //! way each goes, lets those waits overlap. Measured (100,000 keys, one read transaction):
-//! random gets 12–20 % faster, sequential gets 2–6 % slower. Asking again before every
+//! random gets 11–15 % faster, sequential gets 3–4 % slower. Asking again before every
 //! probe, or reading the probes' slots to ask for their exact entries, cost searches in a
 //! cached page more (sequential gets 14–17 % slower); asking for a branch's separators,
 //! which lie a few to a cache line, did not pay.
