@@ -135,12 +135,9 @@ impl WriteTxn {
         self.tables.get(name).map(|t| t.current).unwrap_or_default()
     }
 
-    /// Runs `f` on the tree of table `name` (loaded by `open_table`).
-    pub(crate) fn with_tree<T>(
-        &mut self,
-        name: &str,
-        f: impl FnOnce(&mut TreeWriter<'_>, &mut TableMeta) -> Result<T>,
-    ) -> Result<T> {
+    /// A writer for the tree of table `name` (loaded by `open_table`), with the table's
+    /// state.
+    fn table_writer(&mut self, name: &str) -> Result<(TreeWriter<'_>, &mut TableState)> {
         let WriteTxn {
             base,
             dirty,
@@ -152,14 +149,24 @@ impl WriteTxn {
         let state = tables
             .get_mut(name)
             .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-        // A change other than an insert through the tail may move the last leaf.
-        state.tail = None;
-        let mut w = TreeWriter {
+        let w = TreeWriter {
             snapshot: base,
             dirty,
             alloc: freelist,
             txid: *txid,
         };
+        Ok((w, state))
+    }
+
+    /// Runs `f` on the tree of table `name` (loaded by `open_table`).
+    pub(crate) fn with_tree<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut TreeWriter<'_>, &mut TableMeta) -> Result<T>,
+    ) -> Result<T> {
+        let (mut w, state) = self.table_writer(name)?;
+        // A change other than an insert through the tail may move the last leaf.
+        state.tail = None;
         f(&mut w, &mut state.current)
     }
 
@@ -168,23 +175,7 @@ impl WriteTxn {
     /// table was an insert that ended there (a sequential load descends the tree once per
     /// leaf).
     pub(crate) fn insert_into(&mut self, name: &str, key: &[u8], value: &[u8]) -> Result<bool> {
-        let WriteTxn {
-            base,
-            dirty,
-            freelist,
-            tables,
-            txid,
-            ..
-        } = self;
-        let state = tables
-            .get_mut(name)
-            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-        let mut w = TreeWriter {
-            snapshot: base,
-            dirty,
-            alloc: freelist,
-            txid: *txid,
-        };
+        let (mut w, state) = self.table_writer(name)?;
         let meta = &mut state.current;
         let out = w.insert_with_tail(&mut meta.root, key, value, &mut state.tail);
         if out.is_err() {
