@@ -177,11 +177,7 @@ impl WriteTxn {
     pub(crate) fn insert_into(&mut self, name: &str, key: &[u8], value: &[u8]) -> Result<bool> {
         let (mut w, state) = self.table_writer(name)?;
         let meta = &mut state.current;
-        let out = w.insert_with_tail(&mut meta.root, key, value, &mut state.tail);
-        if out.is_err() {
-            state.tail = None;
-        }
-        let existed = out?;
+        let existed = w.insert_with_tail(&mut meta.root, key, value, &mut state.tail)?;
         meta.len += u64::from(!existed);
         Ok(existed)
     }

@@ -43,7 +43,8 @@ impl TreeWriter<'_> {
 
     /// As [`TreeWriter::insert`], appending through `tail` (the tree's last leaf, as the
     /// previous insert left it) when `key` goes after every key and fits that leaf, and
-    /// leaving in `tail` the last leaf as this insert leaves it (if it knows it).
+    /// leaving in `tail` the last leaf as this insert leaves it (if it knows it). An error
+    /// after the value is made leaves `tail` empty: the tree may be half changed.
     pub fn insert_with_tail(
         &mut self,
         root: &mut Option<ChildRef>,
@@ -52,6 +53,7 @@ impl TreeWriter<'_> {
         tail: &mut Option<Tail>,
     ) -> Result<bool> {
         let value = self.make_value(key.len(), value)?;
+        let previous = tail.take();
         let Some(r) = *root else {
             let mut leaf = LeafNode::new(self.page_size());
             leaf.push(key, value)?;
@@ -60,7 +62,7 @@ impl TreeWriter<'_> {
             *tail = Some(Tail { root: id, leaf: id });
             return Ok(false);
         };
-        if let Some(t) = tail.take().filter(|t| t.root == r.page) {
+        if let Some(t) = previous.filter(|t| t.root == r.page) {
             let page_size = self.page_size();
             if let Some(Node::Leaf(leaf)) = self.dirty.nodes.get_mut(&t.leaf) {
                 let after = match leaf.len().checked_sub(1) {
