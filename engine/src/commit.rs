@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::btree::{Node, Run};
 use crate::db::{Durability, WriterState};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{
     ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, ZERO_PAGE, checksum, encode_freelist,
     encode_record, freelist_len,
@@ -90,7 +90,9 @@ fn place(nodes: &FxHashMap<u64, Node>, freelist: &mut FreeList, txid: u64) -> Fx
 
 /// Encodes the owned node at `r` and every owned node under it, leaves first, so that
 /// each parent records its children's checksums; returns where `r` now is (its page from
-/// `placed`, if it moved) with its checksum.
+/// `placed`, if it moved) with its checksum. Owned children are those whose pointer has
+/// checksum 0 (see [`ChildRef`]): the others are not looked up (a branch may have
+/// hundreds of children, and a single-put commit owns one of them).
 fn finalize(
     nodes: &mut FxHashMap<u64, Node>,
     placed: &FxHashMap<u64, u64>,
@@ -110,6 +112,10 @@ fn finalize(
                     break;
                 }
                 let child = b.child(i);
+                if child.crc != 0 {
+                    // A committed child: an owned one's checksum is 0 until it is encoded.
+                    continue;
+                }
                 let done = finalize(nodes, placed, child, txid, page_size, out)?;
                 if done != child {
                     b.set_child(i, done);
@@ -221,9 +227,14 @@ impl WriteTxn {
             Some(root) => finish(&mut self.dirty.nodes, root)?,
             None => ChildRef::default(),
         };
-        debug_assert!(self.dirty.nodes.is_empty(), "owned nodes outside any tree");
-        for (&id, _) in self.dirty.nodes.iter() {
-            self.freelist.free(id, txid);
+        // Every owned node is in a tree, behind a pointer with checksum 0: one left over
+        // would be a page its tree points at that this commit does not write. Fail the
+        // commit (nothing is written yet) rather than write such a tree.
+        if let Some(&id) = self.dirty.nodes.keys().next() {
+            return Err(Error::corrupt(
+                id,
+                "internal: an owned node is not reached from its tree",
+            ));
         }
         // Runs written when they were made only need their pages re-verified when read.
         let mut written_runs = Vec::new();
@@ -416,5 +427,42 @@ impl WriteTxn {
         ws.freelist = std::mem::take(&mut self.freelist);
         ws.next_txid = txid + 1;
         Ok(ws)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Database;
+    use crate::btree::Node;
+    use crate::error::{Error, Result};
+    use crate::format::LeafNode;
+
+    /// A node the transaction owns that no tree reaches (an internal error: its parent's
+    /// pointer would not be 0-checksummed) fails the commit before anything is written.
+    #[test]
+    fn an_owned_node_outside_every_tree_fails_the_commit_and_changes_nothing() -> Result<()> {
+        let db = Database::in_memory()?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.open_table("t")?.insert(b"k", b"v")?;
+        w.commit()?;
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(b"k2", b"v2")?;
+        let stray = Node::Leaf(LeafNode::new(db.page_size()));
+        w.dirty.nodes.insert(1 << 40, stray);
+        let err = w.commit();
+        assert!(matches!(err, Err(Error::Corruption { .. })), "{err:?}");
+        {
+            let r = db.begin_read()?;
+            let t = r.open_table("t")?;
+            assert_eq!(t.get(b"k")?, Some(&b"v"[..]));
+            assert_eq!(t.get(b"k2")?, None);
+        }
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(b"k3", b"v3")?;
+        w.commit()?;
+        assert_eq!(db.begin_read()?.open_table("t")?.len(), 2);
+        assert!(db.check()?.is_ok());
+        Ok(())
     }
 }

@@ -226,10 +226,7 @@ impl Mover {
         for (first, last) in groups.into_iter().rev() {
             self.merge(w, id, first, last)?;
         }
-        Ok(ChildRef {
-            page: id,
-            crc: r.crc,
-        })
+        Ok(ChildRef { page: id, crc: 0 })
     }
 
     /// Merges children `first..=last` of the owned branch `parent` into child `first`.

@@ -40,7 +40,10 @@ impl PageKind {
     }
 }
 
-/// A pointer to a page together with the checksum its contents must have.
+/// A pointer to a page together with the checksum its contents must have. A pointer to a
+/// node a write transaction owns has checksum 0 until the commit encodes the node: the
+/// commit looks for owned nodes only behind such pointers (a committed page whose
+/// checksum happens to be 0 costs it a lookup, nothing more).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub(crate) struct ChildRef {
     pub page: u64,
