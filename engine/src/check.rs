@@ -179,6 +179,14 @@ impl Checker<'_> {
                         return 0;
                     }
                 };
+                match l.heads_mismatch() {
+                    Ok(None) => {}
+                    Ok(Some(i)) => self.problem(
+                        r.page,
+                        format!("leaf key {i} does not match its head or the page's prefix"),
+                    ),
+                    Err(e) => self.problem(r.page, e.to_string()),
+                }
                 let mut prev: Option<&[u8]> = None;
                 for i in 0..l.len() {
                     let (k, v) = match l.entry(i) {

@@ -5,8 +5,8 @@ use crate::btree::MAX_DEPTH;
 use crate::db::Database;
 use crate::error::{Error, Result};
 use crate::format::{
-    BRANCH_HEADER, ChildRef, LEAF_HEADER, TableMeta, ValueRef, branch_entry_size, decode_freelist,
-    leaf_entry_size, page_kind, page_txid,
+    BRANCH_HEADER, ChildRef, Layout, TableMeta, ValueRef, branch_entry_size, decode_freelist,
+    page_kind, page_txid,
 };
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage};
 
@@ -14,7 +14,8 @@ use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage};
 #[derive(Debug, Clone, PartialEq)]
 pub struct PageInfo {
     pub page: u64,
-    /// `header`, `log`, `branch`, `leaf`, `overflow`, `freelist`, `free` (listed in the
+    /// `header`, `log`, `branch`, `leaf`, `legacy leaf` (a leaf written before format
+    /// version 4, without key heads), `overflow`, `freelist`, `free` (listed in the
     /// freelist; for a logged commit, whose free set is in the writer's memory, every page
     /// nothing uses) or `unused` (neither used nor listed: leaked).
     pub kind: &'static str,
@@ -83,10 +84,9 @@ impl Walk<'_> {
                 }
             }
             TreePage::Leaf(l) => {
-                let mut used = LEAF_HEADER;
+                let used = l.used()?;
                 for i in 0..l.len() {
                     let (k, v) = l.entry(i)?;
-                    used += leaf_entry_size(k.len(), &v);
                     match v {
                         ValueRef::Inline(v) if catalog => {
                             let name = String::from_utf8_lossy(k).into_owned();
@@ -105,7 +105,11 @@ impl Walk<'_> {
                         ValueRef::Inline(_) => {}
                     }
                 }
-                self.mark(r.page, "leaf", owner, l.len() as u64, used as f64 / p);
+                let kind = match l.layout() {
+                    Layout::Heads => "leaf",
+                    Layout::Legacy => "legacy leaf",
+                };
+                self.mark(r.page, kind, owner, l.len() as u64, used as f64 / p);
             }
         }
         Ok(())

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::header::HeaderError;
 use crate::format::{
-    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LOG_UNIT, LogRecord, MAGIC, MAX_PAGE_SIZE,
-    MIN_PAGE_SIZE, OLDEST_VERSION, PageKind, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef,
-    decode_freelist, page_kind, page_txid,
+    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LOG_UNIT, LOG_UNITS_VERSION, LogRecord, MAGIC,
+    MAX_PAGE_SIZE, MIN_PAGE_SIZE, OLDEST_VERSION, PageKind, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta,
+    ValueRef, decode_freelist, page_kind, page_txid,
 };
 use crate::freelist::FreeList;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
@@ -187,7 +187,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
             .and_then(|()| verify_commit(&snapshot))
             .and_then(|free| freelist(&snapshot, free))
             .and_then(|freelist| {
-                let legacy = header.version < FORMAT_VERSION;
+                let legacy = header.version < LOG_UNITS_VERSION;
                 Ok((freelist, log_tail(storage, &slot, page_size, legacy)?))
             });
         match accepted {

@@ -3,8 +3,7 @@
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::format::{
-    BRANCH_HEADER, ChildRef, LEAF_HEADER, TableMeta, ValueRef, branch_entry_size, decode_freelist,
-    leaf_entry_size,
+    BRANCH_HEADER, ChildRef, TableMeta, ValueRef, branch_entry_size, decode_freelist,
 };
 use crate::pager::{Snapshot, TreePage};
 
@@ -66,11 +65,9 @@ impl Walk<'_> {
             }
             TreePage::Leaf(l) => {
                 self.stats.leaf_pages += 1;
-                let mut used = LEAF_HEADER;
+                let used = l.used()?;
                 for i in 0..l.len() {
-                    let (k, v) = l.entry(i)?;
-                    used += leaf_entry_size(k.len(), &v);
-                    match v {
+                    match l.entry(i)?.1 {
                         ValueRef::Inline(v) if catalog => {
                             let meta = TableMeta::decode(v)
                                 .ok_or_else(|| Error::corrupt(r.page, "bad catalog entry"))?;

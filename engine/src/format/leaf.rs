@@ -1,13 +1,19 @@
 //! Leaf pages: sorted key/value entries behind a slot array.
 //! Layout: docs/design.md#leaf-page.
 //!
-//! The page is header, then `count` little-endian `u16` offsets (the slot array, in key
-//! order), then free space, then the entries, packed at the end of the page (in key order
-//! when the page is written whole by [`encode_leaf`]; in any order once edited in place).
+//! The page is header, then `count` slots (in key order), then free space, then the
+//! entries, packed at the end of the page (in key order when the page is written whole by
+//! [`encode_leaf`]; in any order once edited in place). A slot is the entry's offset
+//! (`u16`) and the key's head: the four key bytes after the prefix all the page's keys
+//! share (zero-padded), whose length the header holds. A search compares heads, which lie
+//! together in the slot array, and reads a stored key only when the heads are equal.
 //! An entry is `key_len: u16, flags: u8, value_len: u32, key`, then the value itself or,
 //! when flag bit 0 is set, an overflow reference `first_page: u64, crc: u32`.
+//!
+//! Leaves written before format version 4 ([`LEGACY_LEAF`]) have slots of the offset
+//! alone; they are read as they are.
 
-use super::page::page_count;
+use super::page::{LEGACY_LEAF, page_count};
 use super::{
     LEAF_HEADER, OverflowRef, PageKind, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64,
     write_page_header,
@@ -17,6 +23,14 @@ use crate::error::{Error, Result};
 const ENTRY_HEADER: usize = 7;
 const OVERFLOW_REF: usize = 12;
 const FLAG_OVERFLOW: u8 = 1;
+/// Bytes of a slot: the entry's offset and the key's head.
+pub(crate) const SLOT: usize = 2 + HEAD;
+/// Bytes of a slot in a leaf written before format version 4: the offset alone.
+pub(crate) const LEGACY_SLOT: usize = 2;
+/// Bytes of a key's head.
+const HEAD: usize = 4;
+/// Where the header holds the length of the prefix all keys share (`u16`).
+const PREFIX_LEN: usize = 4;
 
 /// A stored value: its bytes in the leaf, or where its overflow run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,12 +41,63 @@ pub(crate) enum ValueRef<'a> {
 
 /// Bytes an entry takes in a leaf, its slot included.
 pub(crate) fn leaf_entry_size(key_len: usize, value: &ValueRef<'_>) -> usize {
-    2 + ENTRY_HEADER
+    SLOT + entry_len(key_len, value)
+}
+
+/// Bytes an entry takes in the entry area (its slot not included).
+pub(super) fn entry_len(key_len: usize, value: &ValueRef<'_>) -> usize {
+    ENTRY_HEADER
         + key_len
         + match value {
             ValueRef::Inline(v) => v.len(),
             ValueRef::Overflow(_) => OVERFLOW_REF,
         }
+}
+
+/// The head of `key` in a leaf whose keys share a prefix of `prefix` bytes: the four bytes
+/// after it, zero-padded, as a big-endian number (so heads order as keys do: keys whose
+/// heads differ compare as their heads do).
+#[inline(always)]
+pub(super) fn head(key: &[u8], prefix: usize) -> u32 {
+    let rest = key.get(prefix..).unwrap_or(&[]);
+    let mut b = [0u8; HEAD];
+    let n = rest.len().min(HEAD);
+    b[..n].copy_from_slice(&rest[..n]);
+    u32::from_be_bytes(b)
+}
+
+/// How many leading bytes `a` and `b` share.
+pub(super) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The slot layout of a leaf page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Offset and head: what this build writes.
+    Heads,
+    /// The offset alone: a page written before format version 4.
+    Legacy,
+}
+
+impl Layout {
+    /// The layout of leaf page `bytes`, from its kind byte.
+    pub(super) fn of(bytes: &[u8]) -> Layout {
+        if bytes.first() == Some(&LEGACY_LEAF) {
+            Layout::Legacy
+        } else {
+            Layout::Heads
+        }
+    }
+
+    /// Bytes of one slot.
+    #[inline(always)]
+    pub(super) fn slot(self) -> usize {
+        match self {
+            Layout::Heads => SLOT,
+            Layout::Legacy => LEGACY_SLOT,
+        }
+    }
 }
 
 /// A read-only view of a leaf page. Every accessor checks its bounds: a damaged page gives
@@ -42,20 +107,39 @@ pub(crate) struct LeafPage<'a> {
     bytes: &'a [u8],
     id: u64,
     count: usize,
+    layout: Layout,
+    /// The length of the prefix every key shares (0 in a legacy page).
+    prefix: usize,
 }
 
 impl<'a> LeafPage<'a> {
     pub fn new(bytes: &'a [u8], id: u64) -> Result<LeafPage<'a>> {
         let count = page_count(bytes).map_or(0, usize::from);
-        if LEAF_HEADER + 2 * count > bytes.len() {
+        let layout = Layout::of(bytes);
+        if LEAF_HEADER + layout.slot() * count > bytes.len() {
             return Err(Error::corrupt(id, format!("leaf claims {count} entries")));
         }
-        Ok(LeafPage { bytes, id, count })
+        let mut leaf = LeafPage::trusted(bytes, id, count, layout, 0);
+        leaf.prefix = leaf.prefix_len();
+        Ok(leaf)
     }
 
-    /// A view of a page whose header says it holds `count` entries (a leaf being edited).
-    pub(super) fn trusted(bytes: &'a [u8], id: u64, count: usize) -> LeafPage<'a> {
-        LeafPage { bytes, id, count }
+    /// A view of a page being edited, whose header may be behind: it holds `count`
+    /// entries in `layout`, sharing a prefix of `prefix` bytes.
+    pub(super) fn trusted(
+        bytes: &'a [u8],
+        id: u64,
+        count: usize,
+        layout: Layout,
+        prefix: usize,
+    ) -> LeafPage<'a> {
+        LeafPage {
+            bytes,
+            id,
+            count,
+            layout,
+            prefix,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -77,6 +161,20 @@ impl<'a> LeafPage<'a> {
         self.bytes
     }
 
+    /// The page's slot layout.
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The length of the prefix every key shares, as the header records it (0 in a legacy
+    /// page).
+    pub(super) fn prefix_len(&self) -> usize {
+        match self.layout {
+            Layout::Heads => get_u16(self.bytes, PREFIX_LEN).map_or(0, usize::from),
+            Layout::Legacy => 0,
+        }
+    }
+
     fn bad(&self, i: usize) -> Error {
         Error::corrupt(self.id, format!("leaf entry {i} out of bounds"))
     }
@@ -84,7 +182,16 @@ impl<'a> LeafPage<'a> {
     /// Where entry `i` starts, read from its slot.
     #[inline(always)]
     pub(super) fn slot(&self, i: usize) -> Option<usize> {
-        get_u16(self.bytes, LEAF_HEADER + 2 * i).map(usize::from)
+        get_u16(self.bytes, LEAF_HEADER + self.layout.slot() * i).map(usize::from)
+    }
+
+    /// The head recorded in slot `i` (of a page with heads).
+    #[inline(always)]
+    fn slot_head(&self, i: usize) -> Option<u32> {
+        let at = LEAF_HEADER + SLOT * i + 2;
+        Some(u32::from_be_bytes(
+            self.bytes.get(at..at + HEAD)?.try_into().ok()?,
+        ))
     }
 
     /// Where entry `i` starts and how many bytes it takes (its slot not included), when it
@@ -147,8 +254,99 @@ impl<'a> LeafPage<'a> {
         Ok((key, value))
     }
 
+    /// Bytes the page's header, slots and entries take.
+    pub fn used(&self) -> Result<usize> {
+        let mut used = LEAF_HEADER + self.layout.slot() * self.count;
+        for i in 0..self.count {
+            used += self.extent(i).ok_or_else(|| self.bad(i))?.1;
+        }
+        Ok(used)
+    }
+
+    /// Whether every key holds the page's prefix and its slot the key's head (trivially so
+    /// in a legacy page); the first entry that does not, if one does not.
+    pub fn heads_mismatch(&self) -> Result<Option<usize>> {
+        if self.layout == Layout::Legacy || self.count == 0 {
+            return Ok(None);
+        }
+        let first = self.key(0)?;
+        let Some(prefix) = first.get(..self.prefix) else {
+            return Ok(Some(0));
+        };
+        for i in 0..self.count {
+            let k = self.key(i)?;
+            if k.get(..self.prefix) != Some(prefix)
+                || self.slot_head(i) != Some(head(k, self.prefix))
+            {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
     /// `Ok(i)` when entry `i` has `key`; `Err(i)` when `key` would be inserted at `i`.
+    #[inline]
     pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        match self.layout {
+            Layout::Heads => self.search_heads(key),
+            Layout::Legacy => self.search_keys(key),
+        }
+    }
+
+    /// A binary search over the heads in the slot array; a stored key is read only where
+    /// its head equals `key`'s.
+    #[inline]
+    fn search_heads(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        let n = self.count;
+        // The header's cache line is read; ask for the rest of the slot array at once.
+        let slots_end = LEAF_HEADER + SLOT * n;
+        let mut line = 64;
+        while line < slots_end {
+            super::prefetch::prefetch(self.bytes, line);
+            line += 64;
+        }
+        let (mut lo, mut hi) = (0, n);
+        let h = head(key, self.prefix);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let Some(stored) = self.slot_head(mid) else {
+                return Err(self.bad(mid));
+            };
+            match stored.cmp(&h) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    let Some(k) = self.key_at(mid) else {
+                        return Err(self.bad(mid));
+                    };
+                    match super::compare(k, key) {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Greater => hi = mid,
+                        std::cmp::Ordering::Equal => return Ok(Ok(mid)),
+                    }
+                }
+            }
+        }
+        if n == 0 || self.prefix == 0 {
+            return Ok(Err(lo));
+        }
+        // Heads order keys that hold the page's prefix; `key` may not, and then it goes
+        // before or after every key, as it compares with the prefix.
+        let i = lo.min(n - 1);
+        let Some(prefix) = self.key_at(i).and_then(|k| k.get(..self.prefix)) else {
+            return Err(self.bad(i));
+        };
+        Ok(
+            match super::compare(key.get(..self.prefix).unwrap_or(key), prefix) {
+                std::cmp::Ordering::Equal => Err(lo),
+                std::cmp::Ordering::Less => Err(0),
+                std::cmp::Ordering::Greater => Err(n),
+            },
+        )
+    }
+
+    /// A binary search comparing stored keys (a legacy page has no heads).
+    fn search_keys(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
         let (mut lo, mut hi) = (0, self.count);
         if let Some(area) = self.slot(0) {
             // Where the first probes' entries are, taking the entries to be of one size and
@@ -174,29 +372,70 @@ impl<'a> LeafPage<'a> {
     }
 }
 
-/// Writes a leaf holding `entries` (in key order) into `page`. The caller has checked that
-/// they fit: the sum of [`leaf_entry_size`] plus the header is at most the page size.
+/// Writes a leaf holding `entries` (in key order) into `page` in `layout` (with heads,
+/// except when a legacy leaf too full to take them is rewritten). The caller has checked
+/// that they fit: the sum of [`leaf_entry_size`] plus the header is at most the page size.
 ///
 /// The entries are laid out in key order too, from the start of the entry area to the end
 /// of the page, so a scan reads the page's memory forwards.
-pub(crate) fn encode_leaf<'e>(
+pub(super) fn encode_leaf<'e>(
     page: &mut [u8],
     txid: u64,
     entries: impl ExactSizeIterator<Item = (&'e [u8], ValueRef<'e>)> + Clone,
+    layout: Layout,
 ) {
     let count = entries.len();
-    write_page_header(page, PageKind::Leaf, count as u16, txid);
-    let used: usize = entries
-        .clone()
-        .map(|(k, v)| leaf_entry_size(k.len(), &v) - 2)
-        .sum();
+    write_leaf_header(page, layout, count, txid);
+    let prefix = match layout {
+        Layout::Heads => shared_prefix(entries.clone()),
+        Layout::Legacy => 0,
+    };
+    set_prefix(page, layout, prefix);
+    let used: usize = entries.clone().map(|(k, v)| entry_len(k.len(), &v)).sum();
     let area = page.len() - used;
-    page[LEAF_HEADER + 2 * count..area].fill(0);
+    let stride = layout.slot();
+    page[LEAF_HEADER + stride * count..area].fill(0);
     let mut start = area;
     for (i, (key, value)) in entries.enumerate() {
-        put_u16(page, LEAF_HEADER + 2 * i, start as u16);
+        put_u16(page, LEAF_HEADER + stride * i, start as u16);
+        if layout == Layout::Heads {
+            put_head(page, i, head(key, prefix));
+        }
         start = write_entry(page, start, key, value);
     }
+}
+
+/// The prefix that sorted `entries` share: that of the first and the last.
+fn shared_prefix<'e>(
+    mut entries: impl ExactSizeIterator<Item = (&'e [u8], ValueRef<'e>)>,
+) -> usize {
+    let Some((first, _)) = entries.next() else {
+        return 0;
+    };
+    let last = entries.last().map_or(first, |(k, _)| k);
+    common_prefix(first, last).min(usize::from(u16::MAX))
+}
+
+/// Writes a leaf's page header: kind (by layout), count and transaction.
+pub(super) fn write_leaf_header(page: &mut [u8], layout: Layout, count: usize, txid: u64) {
+    write_page_header(page, PageKind::Leaf, count as u16, txid);
+    if layout == Layout::Legacy {
+        page[0] = LEGACY_LEAF;
+    }
+}
+
+/// Records in the header the length of the prefix the keys share (nothing in a legacy
+/// page).
+pub(super) fn set_prefix(page: &mut [u8], layout: Layout, prefix: usize) {
+    if layout == Layout::Heads {
+        put_u16(page, PREFIX_LEN, prefix as u16);
+    }
+}
+
+/// Writes `head` into slot `i` of a page with heads.
+pub(super) fn put_head(page: &mut [u8], i: usize, head: u32) {
+    let at = LEAF_HEADER + SLOT * i + 2;
+    page[at..at + HEAD].copy_from_slice(&head.to_be_bytes());
 }
 
 /// Writes one entry at `start` (the caller has checked that it fits); returns where it ends.
@@ -267,7 +506,7 @@ mod tests {
             .map(|(k, v)| leaf_entry_size(k.len(), v))
             .sum();
         let mut page = vec![0xaa; LEAF_HEADER + used];
-        encode_leaf(&mut page, 3, entries.iter().copied());
+        encode_leaf(&mut page, 3, entries.iter().copied(), Layout::Heads);
         let leaf = LeafPage::new(&page, 1)?;
         assert_eq!(leaf.len(), 4);
         let starts: Vec<usize> = (0..4).filter_map(|i| leaf.slot(i)).collect();
@@ -292,6 +531,7 @@ mod tests {
             &mut page,
             1,
             [(&b"k"[..], ValueRef::Inline(b"v"))].into_iter(),
+            Layout::Heads,
         );
         page[LEAF_HEADER] = 0xff;
         page[LEAF_HEADER + 1] = 0xff;
@@ -303,6 +543,83 @@ mod tests {
         assert!(leaf.entry(0).is_err());
         page[2] = 0xff; // count
         assert!(LeafPage::new(&page, 9).is_err());
+        Ok(())
+    }
+
+    /// Sorted, distinct keys over a small alphabet: long shared prefixes, heads that tie,
+    /// keys that are prefixes of others.
+    fn key_sets(rng: &mut impl rand::Rng) -> Vec<Vec<u8>> {
+        let stem_len = rng.random_range(0..9);
+        let stem: Vec<u8> = (0..stem_len).map(|_| rng.random_range(0..3)).collect();
+        let mut keys: Vec<Vec<u8>> = (0..rng.random_range(0..40))
+            .map(|_| {
+                let mut k = stem.clone();
+                k.extend((0..rng.random_range(0..9)).map(|_| rng.random_range(0..3u8)));
+                k
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    #[test]
+    fn searches_in_both_layouts_agree_with_a_sorted_list() -> Result<()> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(4);
+        for _ in 0..2_000 {
+            let keys = key_sets(&mut rng);
+            let entries = keys
+                .iter()
+                .map(|k| (&k[..], ValueRef::Inline(b"v")))
+                .collect::<Vec<_>>();
+            for layout in [Layout::Heads, Layout::Legacy] {
+                let mut page = vec![0u8; 4096];
+                encode_leaf(&mut page, 1, entries.iter().copied(), layout);
+                let leaf = LeafPage::new(&page, 1)?;
+                assert_eq!(leaf.layout(), layout);
+                assert_eq!(leaf.heads_mismatch()?, None);
+                if layout == Layout::Heads && keys.len() > 1 {
+                    let shared = common_prefix(&keys[0], &keys[keys.len() - 1]);
+                    assert_eq!(leaf.prefix_len(), shared, "the longest shared prefix");
+                }
+                for _ in 0..30 {
+                    let probe: Vec<u8> = (0..rng.random_range(0..12))
+                        .map(|_| rng.random_range(0..4u8))
+                        .collect();
+                    assert_eq!(
+                        leaf.search(&probe)?,
+                        keys.binary_search(&probe),
+                        "{probe:?} in {keys:?} ({layout:?})"
+                    );
+                }
+                for (i, k) in keys.iter().enumerate() {
+                    assert_eq!(leaf.search(k)?, Ok(i));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_wrong_head_or_prefix_is_found_and_never_panics() -> Result<()> {
+        let keys: Vec<[u8; 8]> = (0..50u64).map(|i| (1000 + i * 3).to_be_bytes()).collect();
+        let mut page = vec![0u8; 4096];
+        encode_leaf(
+            &mut page,
+            1,
+            keys.iter().map(|k| (&k[..], ValueRef::Inline(b"value"))),
+            Layout::Heads,
+        );
+        assert_eq!(LeafPage::new(&page, 1)?.prefix_len(), 6);
+        let mut head7 = page.clone();
+        head7[LEAF_HEADER + SLOT * 7 + 2] ^= 0x40;
+        assert_eq!(LeafPage::new(&head7, 1)?.heads_mismatch()?, Some(7));
+        let mut long = page.clone();
+        put_u16(&mut long, PREFIX_LEN, 900);
+        let leaf = LeafPage::new(&long, 1)?;
+        assert_eq!(leaf.heads_mismatch()?, Some(0));
+        assert!(leaf.search(&keys[3]).is_err(), "a prefix past the keys");
         Ok(())
     }
 }

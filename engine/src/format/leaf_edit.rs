@@ -9,11 +9,11 @@
 //! its entries: no commit writes one, but a file may hold one) is rewritten whole when an
 //! insert needs the room or when it is written out.
 
-use super::leaf::{overwrite_value, write_entry};
-use super::{
-    LEAF_HEADER, LeafPage, OverflowRef, PageKind, ValueRef, encode_leaf, leaf_entry_size, put_u16,
-    write_page_header,
+use super::leaf::{
+    Layout, SLOT, common_prefix, encode_leaf, entry_len, head, overwrite_value, put_head,
+    set_prefix, write_entry, write_leaf_header,
 };
+use super::{LEAF_HEADER, LeafPage, OverflowRef, ValueRef, leaf_entry_size, put_u16};
 use crate::error::{Error, Result};
 
 /// What an entry's value was, once removed or replaced: enough to free its overflow run.
@@ -32,14 +32,19 @@ impl Value {
     }
 }
 
-/// A leaf being changed: a page-sized buffer in the leaf format.
+/// A leaf being changed: a page-sized buffer in the leaf format, with heads — or, for a
+/// leaf written before format version 4 that is too full to take them, without (it gets
+/// heads once it is small enough).
 #[derive(Debug, Clone)]
 pub(crate) struct LeafNode {
     page: Box<[u8]>,
     count: usize,
+    layout: Layout,
+    /// The length of a prefix every key shares (with heads).
+    prefix: usize,
     /// Where the entry area starts: the lowest entry offset (the page size when empty).
     upper: usize,
-    /// Bytes the entries take in a page, header and slots included.
+    /// Bytes the entries take in a page with heads, header and slots included.
     pub size: usize,
 }
 
@@ -51,10 +56,12 @@ impl LeafNode {
     /// An empty leaf for pages of `page_size` bytes.
     pub fn new(page_size: usize) -> LeafNode {
         let mut page = vec![0u8; page_size].into_boxed_slice();
-        write_page_header(&mut page, PageKind::Leaf, 0, 0);
+        write_leaf_header(&mut page, Layout::Heads, 0, 0);
         LeafNode {
             page,
             count: 0,
+            layout: Layout::Heads,
+            prefix: 0,
             upper: page_size,
             size: LEAF_HEADER,
         }
@@ -62,39 +69,54 @@ impl LeafNode {
 
     /// A leaf holding `entries` (in key order), which fit in a page of `page_size` bytes.
     pub fn with_entries(page_size: usize, entries: &[(&[u8], ValueRef<'_>)]) -> LeafNode {
+        LeafNode::encoded(page_size, entries, Layout::Heads)
+    }
+
+    fn encoded(page_size: usize, entries: &[(&[u8], ValueRef<'_>)], layout: Layout) -> LeafNode {
         let mut page = vec![0u8; page_size].into_boxed_slice();
-        encode_leaf(&mut page, 0, entries.iter().copied());
-        let used: usize = entries
-            .iter()
-            .map(|(k, v)| leaf_entry_size(k.len(), v))
-            .sum();
+        encode_leaf(&mut page, 0, entries.iter().copied(), layout);
+        let used: usize = entries.iter().map(|(k, v)| entry_len(k.len(), v)).sum();
+        let view = LeafPage::trusted(&page, 0, entries.len(), layout, 0);
+        let prefix = view.prefix_len();
         LeafNode {
-            page,
             count: entries.len(),
-            upper: page_size - (used - 2 * entries.len()),
-            size: LEAF_HEADER + used,
+            layout,
+            prefix,
+            upper: page_size - used,
+            size: LEAF_HEADER + SLOT * entries.len() + used,
+            page,
         }
     }
 
-    /// A copy of a committed leaf, every entry checked to lie inside the page.
+    /// A copy of a committed leaf, every entry checked to lie inside the page. A legacy
+    /// leaf is rewritten with heads when they fit.
     pub fn from_page(leaf: &LeafPage<'_>) -> Result<LeafNode> {
         let page: Box<[u8]> = leaf.bytes().into();
-        let count = leaf.len();
-        let (mut size, mut upper) = (LEAF_HEADER, page.len());
+        let (count, layout) = (leaf.len(), leaf.layout());
+        let (mut used, mut upper) = (0, page.len());
         for i in 0..count {
             let (at, len) = leaf.extent(i).ok_or_else(|| {
                 Error::corrupt(leaf.id(), format!("leaf entry {i} out of bounds"))
             })?;
-            size += 2 + len;
+            used += len;
             upper = upper.min(at);
         }
-        let slots_end = LEAF_HEADER + 2 * count;
-        if upper < slots_end || size - slots_end > page.len() - upper {
+        let slots_end = LEAF_HEADER + layout.slot() * count;
+        if upper < slots_end || used > page.len() - upper {
             return Err(Error::corrupt(leaf.id(), "leaf entries overlap"));
         }
+        let size = LEAF_HEADER + SLOT * count + used;
+        if layout == Layout::Legacy && size <= page.len() {
+            let entries = (0..count)
+                .map(|i| leaf.entry(i))
+                .collect::<Result<Vec<_>>>()?;
+            return Ok(LeafNode::with_entries(page.len(), &entries));
+        }
         Ok(LeafNode {
+            prefix: leaf.prefix_len(),
             page,
             count,
+            layout,
             upper,
             size,
         })
@@ -102,7 +124,7 @@ impl LeafNode {
 
     /// The leaf as a page, to read (`id` is the page it will be written to).
     pub fn page(&self, id: u64) -> LeafPage<'_> {
-        LeafPage::trusted(&self.page, id, self.count)
+        LeafPage::trusted(&self.page, id, self.count, self.layout, self.prefix)
     }
 
     pub fn len(&self) -> usize {
@@ -147,8 +169,13 @@ impl LeafNode {
             .ok_or_else(|| internal("slot out of bounds"))
     }
 
+    /// Where slot `i` is.
+    fn slot_at(&self, i: usize) -> usize {
+        LEAF_HEADER + self.layout.slot() * i
+    }
+
     fn slots_end(&self) -> usize {
-        LEAF_HEADER + 2 * self.count
+        self.slot_at(self.count)
     }
 
     fn set_count(&mut self, count: usize) {
@@ -156,37 +183,70 @@ impl LeafNode {
         put_u16(&mut self.page, 2, count as u16);
     }
 
-    /// Bytes inside the entry area that no entry uses.
-    fn holes(&self) -> usize {
-        (self.page.len() - self.upper) - (self.size - self.slots_end())
+    /// Bytes the entries take, slots not included.
+    fn entry_bytes(&self) -> usize {
+        self.size - LEAF_HEADER - SLOT * self.count
     }
 
-    /// Rewrites the page whole, leaving no holes.
+    /// Bytes inside the entry area that no entry uses.
+    fn holes(&self) -> usize {
+        (self.page.len() - self.upper) - self.entry_bytes()
+    }
+
+    /// Rewrites the page whole, leaving no holes (with heads, if they fit).
     fn compact(&mut self) -> Result<()> {
-        let fresh = LeafNode::with_entries(self.page.len(), &self.entries()?);
+        let layout = if self.size <= self.page.len() {
+            Layout::Heads
+        } else {
+            self.layout
+        };
+        let fresh = LeafNode::encoded(self.page.len(), &self.entries()?, layout);
         *self = fresh;
+        Ok(())
+    }
+
+    /// Rewrites every head for a prefix of `prefix` bytes.
+    fn set_heads(&mut self, prefix: usize) -> Result<()> {
+        self.prefix = prefix;
+        set_prefix(&mut self.page, self.layout, prefix);
+        for i in 0..self.count {
+            let h = head(self.key(i)?, prefix);
+            put_head(&mut self.page, i, h);
+        }
         Ok(())
     }
 
     /// Inserts an entry at position `i`. The caller has checked that the leaf's size with
     /// it is at most a page.
     pub fn insert(&mut self, i: usize, key: &[u8], value: ValueRef<'_>) -> Result<()> {
-        let need = leaf_entry_size(key.len(), &value);
-        if i > self.count || self.size + need > self.page.len() {
+        let len = entry_len(key.len(), &value);
+        if i > self.count || self.size + SLOT + len > self.page.len() {
             return Err(internal("insert does not fit"));
         }
-        if self.upper - self.slots_end() < need {
+        if self.layout == Layout::Legacy || self.upper - self.slots_end() < SLOT + len {
             self.compact()?;
         }
-        let at = self.upper - (need - 2);
+        // A key before the first or after the last may share less with the others.
+        let prefix = match (self.count, i) {
+            (0, _) => key.len().min(usize::from(u16::MAX)),
+            (_, 0) => common_prefix(key, self.key(0)?).min(self.prefix),
+            (n, i) if i == n => common_prefix(key, self.key(n - 1)?).min(self.prefix),
+            _ => self.prefix,
+        };
+        let at = self.upper - len;
         write_entry(&mut self.page, at, key, value);
-        let slot = LEAF_HEADER + 2 * i;
-        self.page.copy_within(slot..self.slots_end(), slot + 2);
+        let slot = self.slot_at(i);
+        self.page.copy_within(slot..self.slots_end(), slot + SLOT);
         put_u16(&mut self.page, slot, at as u16);
         self.set_count(self.count + 1);
         self.upper = at;
-        self.size += need;
-        Ok(())
+        self.size += SLOT + len;
+        if prefix == self.prefix {
+            put_head(&mut self.page, i, head(key, prefix));
+            Ok(())
+        } else {
+            self.set_heads(prefix)
+        }
     }
 
     /// Appends an entry after all others (the caller has checked that it fits).
@@ -195,7 +255,7 @@ impl LeafNode {
     }
 
     /// Removes entry `i`; returns what its value was. The entries stored below it move up
-    /// by its length, so the page stays packed.
+    /// by its length, so the page stays packed. The keys left still share the prefix.
     pub fn remove(&mut self, i: usize) -> Result<Value> {
         if i >= self.count {
             return Err(internal("removal past the end"));
@@ -210,16 +270,16 @@ impl LeafNode {
         }
         self.page.copy_within(self.upper..at, self.upper + len);
         for j in 0..self.count {
-            let slot = LEAF_HEADER + 2 * j;
             let off = self.slot(j)?;
             if off < at {
+                let slot = self.slot_at(j);
                 put_u16(&mut self.page, slot, (off + len) as u16);
             }
         }
-        let slot = LEAF_HEADER + 2 * i;
-        self.page.copy_within(slot + 2..self.slots_end(), slot);
+        let (slot, next) = (self.slot_at(i), self.slot_at(i + 1));
+        self.page.copy_within(next..self.slots_end(), slot);
         self.set_count(self.count - 1);
-        self.size -= 2 + len;
+        self.size -= SLOT + len;
         self.upper += len;
         Ok(was)
     }
@@ -262,14 +322,23 @@ impl LeafNode {
         Ok(())
     }
 
-    /// The page to write, for transaction `txid`: packed, its free space zeroed.
+    /// The page to write, for transaction `txid`: packed, with heads if they fit, the
+    /// longest prefix the keys share, its free space zeroed.
     pub fn finish(mut self, txid: u64) -> Result<Box<[u8]>> {
-        if self.holes() > 0 {
+        if self.holes() > 0 || (self.layout == Layout::Legacy && self.size <= self.page.len()) {
             self.compact()?;
+        }
+        if self.layout == Layout::Heads && self.count > 0 {
+            // Removals may have left the keys sharing more.
+            let shared = common_prefix(self.key(0)?, self.key(self.count - 1)?);
+            if shared > self.prefix {
+                self.set_heads(shared.min(usize::from(u16::MAX)))?;
+            }
         }
         let end = self.slots_end();
         self.page[end..self.upper].fill(0);
-        write_page_header(&mut self.page, PageKind::Leaf, self.count as u16, txid);
+        write_leaf_header(&mut self.page, self.layout, self.count, txid);
+        set_prefix(&mut self.page, self.layout, self.prefix);
         Ok(self.page)
     }
 }
@@ -277,6 +346,7 @@ impl LeafNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::leaf::{Layout, common_prefix, encode_leaf};
 
     fn keys(n: &LeafNode) -> Vec<Vec<u8>> {
         (0..n.len())
@@ -345,13 +415,13 @@ mod tests {
             n.push(&[b'd', i], ValueRef::Inline(&[]))?;
             i += 1;
         }
-        let gap = 256 - n.size; // an entry with a key of 1 byte takes 10 bytes and its value
+        let gap = 256 - n.size; // an entry with a key of 1 byte takes 14 bytes and its value
         assert!(
-            n.push(b"z", ValueRef::Inline(&vec![0; gap + 1 - 10]))
+            n.push(b"z", ValueRef::Inline(&vec![0; gap + 1 - 14]))
                 .is_err(),
             "a full leaf refuses an entry"
         );
-        n.push(b"z", ValueRef::Inline(&vec![0; gap - 10]))?;
+        n.push(b"z", ValueRef::Inline(&vec![0; gap - 14]))?;
         assert_eq!(n.size, 256);
         let expect: Vec<_> = n
             .entries()?
@@ -390,9 +460,9 @@ mod tests {
         let page = n.finish(3)?;
         let leaf = LeafPage::new(&page, 1)?;
         let lowest = (0..leaf.len()).filter_map(|i| leaf.slot(i)).min();
-        assert_eq!(lowest, Some(512 - (used - LEAF_HEADER - 2 * leaf.len())));
+        assert_eq!(lowest, Some(512 - (used - LEAF_HEADER - SLOT * leaf.len())));
         assert!(
-            page[LEAF_HEADER + 2 * leaf.len()..512 - (used - LEAF_HEADER - 2 * leaf.len())]
+            page[LEAF_HEADER + SLOT * leaf.len()..512 - (used - LEAF_HEADER - SLOT * leaf.len())]
                 .iter()
                 .all(|&b| b == 0)
         );
@@ -411,12 +481,123 @@ mod tests {
         let first = LeafPage::new(&page, 4)?.slot(0).unwrap_or(0);
         // Both slots at the larger entry: they claim more bytes than the entry area holds.
         let mut twice = page.clone();
-        put_u16(&mut twice, LEAF_HEADER + 2, first as u16);
+        put_u16(&mut twice, LEAF_HEADER + SLOT, first as u16);
         assert!(LeafNode::from_page(&LeafPage::new(&twice, 4)?).is_err());
         // An entry over the slot array.
         let mut low = page.clone();
-        put_u16(&mut low, LEAF_HEADER, (LEAF_HEADER + 2) as u16);
+        put_u16(&mut low, LEAF_HEADER, (LEAF_HEADER + SLOT) as u16);
         assert!(LeafNode::from_page(&LeafPage::new(&low, 4)?).is_err());
+        Ok(())
+    }
+
+    /// Checks `n` against `model`: its keys, sizes, heads and prefix, and searches.
+    fn agrees(n: &LeafNode, model: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>) -> Result<()> {
+        let expect: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(inline_entries(n)?, expect);
+        assert_eq!((n.size, n.holes()), (size(n), 0));
+        assert_eq!(n.page(0).heads_mismatch()?, None);
+        for (i, k) in model.keys().enumerate() {
+            assert_eq!(n.search(k)?, Ok(i));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn random_edits_keep_heads_and_prefix_right() -> Result<()> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        for _ in 0..300 {
+            let stem: Vec<u8> = (0..rng.random_range(0..7))
+                .map(|_| rng.random_range(0..2))
+                .collect();
+            let mut model = std::collections::BTreeMap::new();
+            let mut n = LeafNode::new(1024);
+            for _ in 0..60 {
+                let mut key = stem.clone();
+                key.extend((0..rng.random_range(0..7)).map(|_| rng.random_range(0..3u8)));
+                let value = vec![7u8; rng.random_range(0..20)];
+                match (n.search(&key)?, rng.random_range(0..4)) {
+                    (Ok(i), 0) => {
+                        n.remove(i)?;
+                        model.remove(&key);
+                    }
+                    (Ok(i), _) => {
+                        let old = n.entry_size(i)?;
+                        if n.size - old + leaf_entry_size(key.len(), &ValueRef::Inline(&value))
+                            <= 1024
+                        {
+                            n.replace(i, ValueRef::Inline(&value))?;
+                            model.insert(key, value);
+                        }
+                    }
+                    (Err(i), _) => {
+                        if n.size + leaf_entry_size(key.len(), &ValueRef::Inline(&value)) <= 1024 {
+                            n.insert(i, &key, ValueRef::Inline(&value))?;
+                            model.insert(key, value);
+                        }
+                    }
+                }
+                agrees(&n, &model)?;
+            }
+            let page = n.finish(2)?;
+            let leaf = LeafPage::new(&page, 3)?;
+            assert_eq!(leaf.heads_mismatch()?, None);
+            if let (Some(first), Some(last)) = (model.keys().next(), model.keys().last()) {
+                assert_eq!(leaf.prefix_len(), common_prefix(first, last), "the longest");
+            }
+            agrees(&LeafNode::from_page(&leaf)?, &model)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn legacy_leaves_get_heads_when_they_fit() -> Result<()> {
+        let keys: Vec<[u8; 8]> = (0..40u64).map(|i| i.to_be_bytes()).collect();
+        let value = [3u8; 16];
+        // 40 entries of 31 bytes and legacy slots fill 16 + 40 * 33 = 1336 bytes; with
+        // heads they take 1496.
+        let legacy = |n: usize| -> Box<[u8]> {
+            let mut page = vec![0u8; 1400].into_boxed_slice();
+            encode_leaf(
+                &mut page,
+                1,
+                keys[..n].iter().map(|k| (&k[..], ValueRef::Inline(&value))),
+                Layout::Legacy,
+            );
+            page
+        };
+        let model = |n: usize| -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+            keys[..n]
+                .iter()
+                .map(|k| (k.to_vec(), value.to_vec()))
+                .collect()
+        };
+        // A legacy leaf with room for heads is rewritten with them at once.
+        let small = legacy(30);
+        let n = LeafNode::from_page(&LeafPage::new(&small, 1)?)?;
+        assert_eq!(n.layout, Layout::Heads);
+        agrees(&n, &model(30))?;
+        // One without stays legacy while it is too full, and is read and edited as it is.
+        let full = legacy(40);
+        let leaf = LeafPage::new(&full, 1)?;
+        assert_eq!(leaf.layout(), Layout::Legacy);
+        let mut n = LeafNode::from_page(&leaf)?;
+        assert_eq!((n.layout, n.size), (Layout::Legacy, 16 + 40 * 37));
+        agrees(&n, &model(40))?;
+        assert_eq!(n.remove(0)?, Value::Inline);
+        n.replace(0, ValueRef::Inline(&[4; 16]))?;
+        let written = n.clone().finish(5)?;
+        assert_eq!(LeafPage::new(&written, 1)?.layout(), Layout::Legacy);
+        // Small enough, it is written with heads.
+        for _ in 0..5 {
+            n.remove(0)?;
+        }
+        let written = n.finish(6)?;
+        let leaf = LeafPage::new(&written, 1)?;
+        assert_eq!(leaf.layout(), Layout::Heads);
+        assert_eq!(leaf.len(), 34);
+        assert_eq!(leaf.heads_mismatch()?, None);
+        assert_eq!(leaf.search(&keys[10])?, Ok(4));
         Ok(())
     }
 }

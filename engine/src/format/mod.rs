@@ -20,9 +20,11 @@ pub(crate) use branch::{BranchPage, encode_branch};
 pub(crate) use branch_edit::BranchImage;
 pub(crate) use catalog::TableMeta;
 pub(crate) use freelist::{FreeRun, decode_freelist, encode_freelist, freelist_len};
-pub(crate) use header::{FORMAT_VERSION, HEADER_LEN, Header, MAGIC, OLDEST_VERSION};
+pub(crate) use header::{
+    FORMAT_VERSION, HEADER_LEN, Header, LOG_UNITS_VERSION, MAGIC, OLDEST_VERSION,
+};
 pub(crate) use keys::compare;
-pub(crate) use leaf::{LeafPage, ValueRef, encode_leaf, leaf_entry_size};
+pub(crate) use leaf::{Layout, LeafPage, ValueRef, leaf_entry_size};
 pub(crate) use leaf_edit::{LeafNode, Value};
 pub(crate) use log::{LOG_RECORD_HEADER, LOG_UNIT, LogOp, LogRecord, decode_ops, encode_record};
 pub(crate) use page::{

@@ -17,11 +17,16 @@ pub(crate) const OVERFLOW_HEADER: usize = PAGE_HEADER;
 /// Bytes of an encoded [`ChildRef`].
 pub(crate) const CHILD_REF_LEN: usize = 12;
 
+/// The kind byte of a leaf written before format version 4: its slots are offsets only,
+/// without key heads. Such pages are still read (and rewritten with heads when changed).
+pub(crate) const LEGACY_LEAF: u8 = 2;
+
 /// What a page holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PageKind {
     Branch = 1,
-    Leaf = 2,
+    /// A leaf with key heads in its slots (format version 4); see [`LEGACY_LEAF`].
+    Leaf = 6,
     Overflow = 3,
     Freelist = 4,
     Log = 5,
@@ -31,7 +36,7 @@ impl PageKind {
     fn from_byte(b: u8) -> Option<PageKind> {
         Some(match b {
             1 => PageKind::Branch,
-            2 => PageKind::Leaf,
+            2 | 6 => PageKind::Leaf,
             3 => PageKind::Overflow,
             4 => PageKind::Freelist,
             5 => PageKind::Log,
