@@ -11,14 +11,18 @@ use std::cmp::Ordering;
 #[inline(always)]
 pub(crate) fn compare(a: &[u8], b: &[u8]) -> Ordering {
     let n = a.len().min(b.len());
-    let (a8, a_rest) = a[..n].split_at(n - n % 8);
-    let (b8, b_rest) = b[..n].split_at(n - n % 8);
-    for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
-        let (x, y) = (word(x), word(y));
+    let whole = n - n % 8;
+    // Indexes rather than `chunks_exact(..).zip(..)`: the iterator's constructor was
+    // sometimes left as a call in the search loops.
+    let mut at = 0;
+    while at < whole {
+        let (x, y) = (word(&a[at..at + 8]), word(&b[at..at + 8]));
         if x != y {
             return x.cmp(&y);
         }
+        at += 8;
     }
+    let (a_rest, b_rest) = (&a[whole..n], &b[whole..n]);
     // Fewer than eight bytes are left of the common length: padded with zeros alike, they
     // compare as the bytes themselves do.
     match tail(a_rest).cmp(&tail(b_rest)) {
@@ -27,7 +31,7 @@ pub(crate) fn compare(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
-/// Eight bytes as a big-endian integer (a chunk of `chunks_exact(8)`).
+/// Eight bytes as a big-endian integer.
 #[inline(always)]
 fn word(c: &[u8]) -> u64 {
     let mut w = [0u8; 8];

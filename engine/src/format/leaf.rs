@@ -60,9 +60,13 @@ pub(super) fn entry_len(key_len: usize, value: &ValueRef<'_>) -> usize {
 #[inline(always)]
 pub(super) fn head(key: &[u8], prefix: usize) -> u32 {
     let rest = key.get(prefix..).unwrap_or(&[]);
+    if let Some(&four) = rest.first_chunk::<HEAD>() {
+        return u32::from_be_bytes(four);
+    }
     let mut b = [0u8; HEAD];
-    let n = rest.len().min(HEAD);
-    b[..n].copy_from_slice(&rest[..n]);
+    for (to, from) in b.iter_mut().zip(rest) {
+        *to = *from;
+    }
     u32::from_be_bytes(b)
 }
 
