@@ -288,6 +288,13 @@ impl<'a> LeafPage<'a> {
         Ok(None)
     }
 
+    /// How stored key `i` compares with `key`.
+    #[inline(always)]
+    fn order_at(&self, i: usize, key: &[u8]) -> Result<std::cmp::Ordering> {
+        let k = self.key_at(i).ok_or_else(|| self.bad(i))?;
+        Ok(super::compare(k, key))
+    }
+
     /// `Ok(i)` when entry `i` has `key`; `Err(i)` when `key` would be inserted at `i`.
     #[inline]
     pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
@@ -316,19 +323,14 @@ impl<'a> LeafPage<'a> {
             let Some(stored) = self.slot_head(mid) else {
                 return Err(self.bad(mid));
             };
-            match stored.cmp(&h) {
+            let order = match stored.cmp(&h) {
+                std::cmp::Ordering::Equal => self.order_at(mid, key)?,
+                unequal => unequal,
+            };
+            match order {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    let Some(k) = self.key_at(mid) else {
-                        return Err(self.bad(mid));
-                    };
-                    match super::compare(k, key) {
-                        std::cmp::Ordering::Less => lo = mid + 1,
-                        std::cmp::Ordering::Greater => hi = mid,
-                        std::cmp::Ordering::Equal => return Ok(Ok(mid)),
-                    }
-                }
+                std::cmp::Ordering::Equal => return Ok(Ok(mid)),
             }
         }
         if n == 0 || self.prefix == 0 {
@@ -363,10 +365,7 @@ impl<'a> LeafPage<'a> {
         }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let Some(k) = self.key_at(mid) else {
-                return Err(self.bad(mid));
-            };
-            match super::compare(k, key) {
+            match self.order_at(mid, key)? {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Ok(Ok(mid)),
