@@ -380,13 +380,14 @@ impl<'a> LeafPage<'a> {
 /// that they fit: the sum of [`leaf_entry_size`] plus the header is at most the page size.
 ///
 /// The entries are laid out in key order too, from the start of the entry area to the end
-/// of the page, so a scan reads the page's memory forwards.
+/// of the page, so a scan reads the page's memory forwards. Returns the length of the
+/// prefix the keys share, as recorded (0 for a legacy page).
 pub(super) fn encode_leaf<'e>(
     page: &mut [u8],
     txid: u64,
     entries: impl ExactSizeIterator<Item = (&'e [u8], ValueRef<'e>)> + Clone,
     layout: Layout,
-) {
+) -> usize {
     let count = entries.len();
     write_leaf_header(page, layout, count, txid);
     let prefix = match layout {
@@ -406,6 +407,7 @@ pub(super) fn encode_leaf<'e>(
         }
         start = write_entry(page, start, key, value);
     }
+    prefix
 }
 
 /// The prefix that sorted `entries` share: that of the first and the last.

@@ -74,10 +74,8 @@ impl LeafNode {
 
     fn encoded(page_size: usize, entries: &[(&[u8], ValueRef<'_>)], layout: Layout) -> LeafNode {
         let mut page = vec![0u8; page_size].into_boxed_slice();
-        encode_leaf(&mut page, 0, entries.iter().copied(), layout);
+        let prefix = encode_leaf(&mut page, 0, entries.iter().copied(), layout);
         let used: usize = entries.iter().map(|(k, v)| entry_len(k.len(), v)).sum();
-        let view = LeafPage::trusted(&page, 0, entries.len(), layout, 0);
-        let prefix = view.prefix_len();
         LeafNode {
             count: entries.len(),
             layout,
@@ -205,7 +203,7 @@ impl LeafNode {
         Ok(())
     }
 
-    /// Rewrites every head for a prefix of `prefix` bytes.
+    /// Rewrites every head for a prefix of `prefix` bytes (of a node with heads).
     fn set_heads(&mut self, prefix: usize) -> Result<()> {
         self.prefix = prefix;
         set_prefix(&mut self.page, self.layout, prefix);
