@@ -2,6 +2,8 @@
 
 use std::error::Error;
 
+use crate::script::Op;
+
 pub type R<T> = Result<T, Box<dyn Error>>;
 
 /// One change: a value to store under a key, or (`None`) a key to remove.
@@ -29,6 +31,11 @@ pub trait Store {
     fn get(&self, key: &[u8]) -> R<usize>;
     /// Reads up to `limit` entries from `start` in key order; returns how many.
     fn range(&self, start: &[u8], limit: usize) -> R<usize>;
+    /// Runs a script's operations in order (writes durable if `durable`); returns the
+    /// seconds they took.
+    fn replay(&mut self, ops: &[Op], durable: bool) -> R<f64> {
+        crate::script::each(self, ops, durable)
+    }
     /// The store as several threads can use it, if its adapter allows.
     fn shared(&self) -> Option<&dyn Shared> {
         None
