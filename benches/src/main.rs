@@ -436,6 +436,11 @@ fn settle_disk() {
 }
 
 /// Measures one row: each store `runs` times, printing the medians and ratios.
+///
+/// The runs go round the stores (one run of each, then the next round, every other round in
+/// the reverse order), so that a change in the machine's speed during a row — on a shared
+/// virtual machine, often 1.5× within minutes — falls on every store alike instead of on
+/// whichever stores ran in the slow minutes.
 fn row(
     name: &str,
     unit: Unit,
@@ -449,20 +454,35 @@ fn row(
         Unit::MegabytesPerSecond => "MiB/s",
     };
     print!("| {name} | {unit_name} |");
-    let mut figures = Vec::new();
-    for (store, open) in stores {
-        let mut xs = Vec::new();
-        for _ in 0..runs {
+    // Each store's figures so far, and whether it can run this row at all.
+    let mut xs: Vec<(Vec<f64>, bool)> = vec![(Vec::new(), true); stores.len()];
+    for round in 0..runs {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..stores.len()).collect()
+        } else {
+            (0..stores.len()).rev().collect()
+        };
+        for i in order {
+            let (store, open) = stores[i];
+            if !xs[i].1 {
+                continue;
+            }
             settle_disk();
             match measure(*open) {
-                Ok(x) => xs.push(x),
-                Err(e) if e.to_string() == store::NOT_SHARED => break,
+                Ok(x) => xs[i].0.push(x),
+                Err(e) if e.to_string() == store::NOT_SHARED => xs[i].1 = false,
                 Err(e) => eprintln!("{store}, {name}: {e}"),
             }
         }
-        xs.sort_by(f64::total_cmp);
-        figures.push((*store, xs.get(xs.len() / 2).copied()));
     }
+    let figures: Vec<(&str, Option<f64>)> = stores
+        .iter()
+        .zip(&mut xs)
+        .map(|((store, _), (x, _))| {
+            x.sort_by(f64::total_cmp);
+            (*store, x.get(x.len() / 2).copied())
+        })
+        .collect();
     let cairn = figures
         .iter()
         .find(|(n, _)| *n == "cairn")
