@@ -253,17 +253,28 @@ impl FreeList {
     /// does not grow with a large free set. Returned in page order, so that they are
     /// written with few positioned writes.
     pub fn alloc_many(&mut self, n: usize) -> Vec<u64> {
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        let mut fit = None;
-        for &p in self.free.iter().take(PLACE_SCAN) {
-            match runs.last_mut() {
-                Some((first, len)) if *first + *len == p => *len += 1,
-                _ => runs.push((p, 1)),
-            }
-            if let Some(&(first, len)) = runs.last()
-                && len as usize >= n
+        // The longest runs of two pages or more seen so far, longest first (among equals
+        // the lowest, which keeps the file's tail free): kept as the scan goes, so that a
+        // free set of scattered single pages costs one pass and nothing more.
+        let mut longest = [(0u64, 0u64); PLACE_RUNS];
+        let mut offer = |run: (u64, u64)| {
+            if run.1 >= 2
+                && let Some(at) = longest.iter().position(|&(_, len)| len < run.1)
             {
-                fit = Some(first);
+                longest.copy_within(at..PLACE_RUNS - 1, at + 1);
+                longest[at] = run;
+            }
+        };
+        let (mut run, mut fit) = ((0u64, 0u64), None);
+        for &p in self.free.iter().take(PLACE_SCAN) {
+            if run.1 > 0 && run.0 + run.1 == p {
+                run.1 += 1;
+            } else {
+                offer(run);
+                run = (p, 1);
+            }
+            if run.1 as usize >= n {
+                fit = Some(run.0);
                 break;
             }
         }
@@ -271,13 +282,8 @@ impl FreeList {
         if let Some(first) = fit {
             pages.extend(first..first + n as u64);
         } else {
-            // The longest runs first (among equals the lowest, which keeps the file's tail
-            // free), at most [`PLACE_RUNS`] of them: picked one by one, not sorted.
-            for _ in 0..PLACE_RUNS {
-                let Some(i) = (0..runs.len()).rev().max_by_key(|&i| runs[i].1) else {
-                    break;
-                };
-                let (first, len) = runs.swap_remove(i);
+            offer(run);
+            for (first, len) in longest {
                 if len < 2 || pages.len() == n {
                     break;
                 }
@@ -555,6 +561,76 @@ mod tests {
             }
         }
         runs
+    }
+
+    /// What [`FreeList::alloc_many`] promises, done the plain way: every run among the
+    /// lowest [`PLACE_SCAN`] free pages listed, then chosen.
+    fn alloc_many_as_specified(free: &BTreeSet<u64>, page_count: u64, n: usize) -> Vec<u64> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &p in free.iter().take(PLACE_SCAN) {
+            match runs.last_mut() {
+                Some((first, len)) if *first + *len == p => *len += 1,
+                _ => runs.push((p, 1)),
+            }
+        }
+        if let Some(&(first, _)) = runs.iter().find(|&&(_, len)| len as usize >= n) {
+            return (first..first + n as u64).collect();
+        }
+        runs.sort_by_key(|&(first, len)| (std::cmp::Reverse(len), first));
+        let mut pages: Vec<u64> = Vec::new();
+        for &(first, len) in runs.iter().take(PLACE_RUNS).filter(|r| r.1 >= 2) {
+            let take = len.min((n - pages.len()) as u64);
+            pages.extend(first..first + take);
+        }
+        let rest: Vec<u64> = free
+            .iter()
+            .filter(|p| !pages.contains(p))
+            .copied()
+            .collect();
+        let missing = n - pages.len();
+        pages.extend(rest.into_iter().chain(page_count..).take(missing));
+        pages.sort_unstable();
+        pages
+    }
+
+    #[test]
+    fn many_pages_are_placed_as_specified_over_random_free_sets() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut fits, mut spread) = (0, 0);
+        for _ in 0..400 {
+            // Runs of random lengths at random gaps: past PLACE_SCAN pages at times.
+            let mut free = BTreeSet::new();
+            let mut at = 2 + next(4);
+            let runs = next(300);
+            for _ in 0..runs {
+                let len = if next(3) == 0 { 1 + next(12) } else { 1 };
+                free.extend(at..at + len);
+                at += len + 1 + next(5);
+            }
+            let n = 1 + next(40) as usize;
+            let mut f = FreeList {
+                page_count: at,
+                free: free.clone(),
+                ..FreeList::default()
+            };
+            let expect = alloc_many_as_specified(&free, at, n);
+            let got = f.alloc_many(n);
+            assert_eq!(got, expect, "n = {n}, free = {free:?}");
+            let contiguous = got.windows(2).all(|w| w[0] + 1 == w[1]);
+            if contiguous {
+                fits += 1
+            } else {
+                spread += 1
+            }
+            assert!(got.iter().all(|p| !f.free.contains(p)));
+        }
+        assert!(fits > 50 && spread > 50, "both cases met: {fits} {spread}");
     }
 
     #[test]
