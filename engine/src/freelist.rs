@@ -563,6 +563,16 @@ mod tests {
         runs
     }
 
+    /// A small deterministic generator: each call gives a number below `n`.
+    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        }
+    }
+
     /// What [`FreeList::alloc_many`] promises, done the plain way: every run among the
     /// lowest [`PLACE_SCAN`] free pages listed, then chosen.
     fn alloc_many_as_specified(free: &BTreeSet<u64>, page_count: u64, n: usize) -> Vec<u64> {
@@ -595,13 +605,7 @@ mod tests {
 
     #[test]
     fn many_pages_are_placed_as_specified_over_random_free_sets() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
         let (mut fits, mut spread) = (0, 0);
         for _ in 0..400 {
             // Runs of random lengths at random gaps: past PLACE_SCAN pages at times.
@@ -636,13 +640,7 @@ mod tests {
     #[test]
     fn runs_follow_frees_releases_and_rollbacks() {
         let mut f = FreeList::with_pages(2);
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         let mut live: Vec<u64> = Vec::new();
         let mut mixed = 0;
         for txid in 1..400u64 {

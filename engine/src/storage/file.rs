@@ -272,17 +272,22 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn durable_writes_go_to_the_same_file() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("f");
+    /// A new file at `path`, wrapped with durable writes as a writable database's is.
+    fn with_durable_writes(path: &std::path::Path) -> io::Result<FileStorage> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&path)?;
-        let storage = FileStorage::new(file)?.with_durable_writes(&path)?;
+            .open(path)?;
+        FileStorage::new(file)?.with_durable_writes(path)
+    }
+
+    #[test]
+    fn durable_writes_go_to_the_same_file() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let storage = with_durable_writes(&path)?;
         storage.resize(4096)?;
         storage.write_durable(512, b"logged")?;
         let mut got = [0u8; 6];
@@ -296,13 +301,7 @@ mod tests {
     fn durable_unit_writes_are_seen_by_the_map_and_by_reads() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("f");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        let storage = FileStorage::new(file)?.with_durable_writes(&path)?;
+        let storage = with_durable_writes(&path)?;
         storage.resize(3 * 4096)?;
         storage.write(0, &[7u8; 3 * 4096])?;
         storage.sync()?;
