@@ -15,6 +15,7 @@ use crate::read_txn::ReadTxn;
 use crate::recovery;
 use crate::storage::{Counted, FileStorage, IoCounters, MemoryStorage, Storage};
 use crate::write_txn::WriteTxn;
+use crate::writer_slot::WriterSlot;
 use crate::{CheckReport, Stats};
 
 /// When a commit is on stable storage.
@@ -168,7 +169,7 @@ impl Builder {
                 latest: Arc::new(opened.snapshot),
                 readers: Default::default(),
             }),
-            writer: Mutex::new((!self.read_only).then(|| WriterState {
+            writer: Mutex::new(WriterSlot::new((!self.read_only).then(|| WriterState {
                 freelist: opened.freelist,
                 next_txid: slot.txid + 1,
                 durable_txid: slot.txid,
@@ -181,7 +182,7 @@ impl Builder {
                     pages: slot.log_pages,
                     ..LogState::default()
                 },
-            })),
+            }))),
             writer_cv: Condvar::new(),
             counters,
             commits: AtomicU64::new(0),
@@ -323,8 +324,8 @@ pub(crate) struct Inner {
     pub lock_file: Option<std::fs::File>,
     pub durability: Durability,
     pub state: Mutex<State>,
-    /// `None` while a write transaction holds the writer state.
-    pub writer: Mutex<Option<WriterState>>,
+    /// The writer state, while no write transaction holds it (see `writer_slot.rs`).
+    pub writer: Mutex<WriterSlot>,
     pub writer_cv: Condvar,
     pub counters: Arc<IoCounters>,
     /// Commits that wrote something, since opening.
@@ -339,29 +340,6 @@ pub(crate) struct Inner {
 impl Inner {
     pub fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Waits for the writer state and takes it.
-    pub fn take_writer(&self) -> Result<WriterState> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
-        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let Some(ws) = w.take() {
-                return Ok(ws);
-            }
-            w = self
-                .writer_cv
-                .wait(w)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-
-    /// Hands the writer state back for the next write transaction.
-    pub fn put_writer(&self, ws: WriterState) {
-        *self.writer.lock().unwrap_or_else(PoisonError::into_inner) = Some(ws);
-        self.writer_cv.notify_one();
     }
 
     /// Writes the newest commit's slot into the slot beside the durable one (where it
@@ -396,17 +374,6 @@ impl Inner {
 }
 
 impl Inner {
-    /// The writer state, unless a write transaction holds it.
-    pub fn try_take_writer(&self) -> Option<WriterState> {
-        if self.read_only {
-            return None;
-        }
-        self.writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-    }
-
     /// Gives the newest commit, when its free set is only in the writer's memory (a logged
     /// commit), a freelist: encoded into a run taken from the set, and named by a copy of
     /// its slot, which becomes the newest snapshot (the caller writes the slot and syncs).
@@ -468,12 +435,7 @@ impl Inner {
     /// that records itself as durable into the other slot, so that the next open has no
     /// pages to verify and damage found later is reported, not mistaken for a torn commit.
     fn seal(&self) -> Result<()> {
-        let Some(mut ws) = self
-            .writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        else {
+        let Some(mut ws) = self.take_writer_for_close() else {
             return Ok(());
         };
         self.sync_with(&mut ws)?;
@@ -551,10 +513,14 @@ impl Database {
         ReadTxn::new(self.inner.clone())
     }
 
-    /// The write transaction: waits while another one is open in this process.
+    /// The write transaction: waits while another one is open in this process (on another
+    /// thread: the thread that holds one gets an error instead, as its wait would never end).
     ///
     /// # Errors
-    /// [`Error::ReadOnly`] on a database opened read-only.
+    /// [`Error::ReadOnly`] on a database opened read-only; [`Error::WriteTxnOnThisThread`]
+    /// while this thread holds the open write transaction (one moved to another thread
+    /// still counts as its first thread's); [`Error::WriterLost`] once a commit panicked
+    /// part-way on this handle.
     pub fn begin_write(&self) -> Result<WriteTxn> {
         WriteTxn::new(self.inner.clone())
     }
@@ -562,12 +528,14 @@ impl Database {
     /// Makes every commit so far durable (waits for an open write transaction to end).
     ///
     /// # Errors
-    /// An I/O error from `fdatasync`.
+    /// An I/O error from `fdatasync`; [`Error::WriteTxnOnThisThread`] and
+    /// [`Error::WriterLost`] as for [`Database::begin_write`].
     pub fn sync(&self) -> Result<()> {
         if self.inner.read_only {
             return Ok(());
         }
         let mut ws = self.inner.take_writer()?;
+        let unwinding = self.inner.lose_on_unwind();
         // A commit its log record made durable needs no sync.
         let logged = ws.log.logged == self.inner.state().latest.slot.txid;
         let r = if logged {
@@ -575,6 +543,7 @@ impl Database {
         } else {
             self.inner.sync_with(&mut ws)
         };
+        unwinding.disarm();
         self.inner.put_writer(ws);
         r.map(|_| ())
     }
@@ -595,7 +564,9 @@ impl Database {
         if !self.inner.state().latest.slot.records_freelist()
             && let Some(mut ws) = self.inner.try_take_writer()
         {
+            let unwinding = self.inner.lose_on_unwind();
             let synced = self.inner.sync_with(&mut ws);
+            unwinding.disarm();
             self.inner.put_writer(ws);
             synced?;
         }
@@ -632,7 +603,7 @@ impl Database {
             // Pages freed after the oldest snapshot: they wait for it to end. (Unknown
             // while a write transaction holds the writer state.)
             if let Ok(guard) = self.inner.writer.try_lock()
-                && let Some(ws) = guard.as_ref()
+                && let Some(ws) = guard.state()
             {
                 stats.pages_pinned_by_readers = ws.freelist.waiting_freed_after(txid) as u64;
             }

@@ -121,6 +121,19 @@ pub enum Error {
     /// A write was attempted on a database opened read-only.
     #[error("the database is open read-only")]
     ReadOnly,
+    /// This thread holds the open write transaction and asked for the writer again
+    /// (`begin_write`, `sync` or `commit_batch`): waiting for its own transaction to end
+    /// would never end.
+    #[error(
+        "this thread holds the open write transaction: commit or drop it before beginning another write"
+    )]
+    WriteTxnOnThisThread,
+    /// A commit panicked part-way on this handle, so the writer state is in an unknown
+    /// condition and no write may follow; the file is as a failed commit leaves it.
+    #[error(
+        "a commit panicked part-way: this handle cannot write again; open the database again to go on writing"
+    )]
+    WriterLost,
     /// The file grew past the largest size this build can map.
     #[error("the database would exceed the maximum file size of {max} bytes")]
     FileTooLarge {
@@ -187,6 +200,8 @@ impl Error {
                 pages: *pages,
             },
             ReadOnly => ReadOnly,
+            WriteTxnOnThisThread => WriteTxnOnThisThread,
+            WriterLost => WriterLost,
             FileTooLarge { max } => FileTooLarge { max: *max },
             Io(e) => Io(std::io::Error::new(e.kind(), e.to_string())),
         }

@@ -174,9 +174,10 @@ impl Database {
     /// has committed (with `Immediate` durability: when it is on stable storage). A batch
     /// sees the batches submitted before it in the same group.
     ///
-    /// A thread that holds a [`WriteTxn`] must not call this: the group waits for it.
-    ///
     /// # Errors
+    /// [`Error::WriteTxnOnThisThread`] from a thread that holds the open [`WriteTxn`] (its
+    /// group would wait for that transaction for ever).
+    ///
     /// [`Error::KeyTooLarge`], [`Error::ValueTooLarge`] and [`Error::TableNotFound`] fail
     /// this batch alone and change nothing. An I/O error or corruption fails the whole
     /// group: none of its batches is committed.
@@ -186,6 +187,11 @@ impl Database {
         }
         batch.validate(self.inner.page_size)?;
         let inner = self.inner.as_ref();
+        // Its group would wait for this thread's own write transaction, and so would every
+        // batch in it.
+        if inner.writer_held_here() {
+            return Err(Error::WriteTxnOnThisThread);
+        }
         let mut queue = inner.group();
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;

@@ -44,6 +44,7 @@ mod stats;
 pub mod storage;
 mod table;
 mod write_txn;
+mod writer_slot;
 
 pub use check::{CheckReport, Problem};
 pub use compact::CompactReport;

@@ -313,7 +313,13 @@ impl WriteTxn {
         let Some(original) = self.original.take() else {
             return Ok(());
         };
-        match self.write_commit(&original) {
+        // A panic part-way leaves the writer state in an unknown condition: later writes
+        // then fail instead of waiting for a state that never comes back.
+        let inner = self.inner.clone();
+        let unwinding = inner.lose_on_unwind();
+        let written = self.write_commit(&original);
+        unwinding.disarm();
+        match written {
             Ok(ws) => {
                 self.inner.put_writer(ws);
                 Ok(())
