@@ -306,13 +306,14 @@ fn fail_all(group: Vec<(u64, Batch)>, e: &Error) -> Vec<(u64, Outcome)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
     use crate::storage::FaultyStorage;
 
-    fn with_table(db: &Database) -> Result<()> {
+    /// Creates table `t` (for the writer-state tests too).
+    pub(crate) fn with_table(db: &Database) -> Result<()> {
         let mut txn = db.begin_write()?;
         txn.create_table("t")?;
         txn.commit()

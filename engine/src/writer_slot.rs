@@ -158,14 +158,9 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
+    use crate::group::tests::with_table;
     use crate::storage::{MemoryStorage, Region, Storage};
     use crate::{Batch, Database, Error, Result};
-
-    fn with_table(db: &Database) -> Result<()> {
-        let mut txn = db.begin_write()?;
-        txn.create_table("t")?;
-        txn.commit()
-    }
 
     /// Runs `f` on a thread of its own and returns what it returned; fails if it takes
     /// more than 10 seconds (the thread is left behind), as a wait that never ends would.
