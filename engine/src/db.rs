@@ -534,18 +534,16 @@ impl Database {
         if self.inner.read_only {
             return Ok(());
         }
-        let mut ws = self.inner.take_writer()?;
-        let unwinding = self.inner.lose_on_unwind();
-        // A commit its log record made durable needs no sync.
-        let logged = ws.log.logged == self.inner.state().latest.slot.txid;
-        let r = if logged {
-            Ok(false)
-        } else {
-            self.inner.sync_with(&mut ws)
-        };
-        unwinding.disarm();
-        self.inner.put_writer(ws);
-        r.map(|_| ())
+        let ws = self.inner.take_writer()?;
+        self.inner.with_writer(ws, |ws| {
+            // A commit its log record made durable needs no sync.
+            let logged = ws.log.logged == self.inner.state().latest.slot.txid;
+            if logged {
+                Ok(())
+            } else {
+                self.inner.sync_with(ws).map(|_| ())
+            }
+        })
     }
 
     /// Walks every page of the newest commit and reports every problem found.
@@ -562,13 +560,9 @@ impl Database {
         // A logged commit's free set is in the writer's memory: a sync writes it, so that
         // the check can account for every page (unless a write transaction is open).
         if !self.inner.state().latest.slot.records_freelist()
-            && let Some(mut ws) = self.inner.try_take_writer()
+            && let Some(ws) = self.inner.try_take_writer()
         {
-            let unwinding = self.inner.lose_on_unwind();
-            let synced = self.inner.sync_with(&mut ws);
-            unwinding.disarm();
-            self.inner.put_writer(ws);
-            synced?;
+            self.inner.with_writer(ws, |ws| self.inner.sync_with(ws))?;
         }
         let snapshot = self.inner.state().latest.clone();
         Ok(crate::check::check(&snapshot))

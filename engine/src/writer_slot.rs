@@ -128,6 +128,16 @@ impl Inner {
         self.writer_slot().holder == Some(std::thread::current().id())
     }
 
+    /// Runs `f` on `ws` (the writer state, which the caller took), then hands it back; if
+    /// `f` unwinds, the state is lost instead.
+    pub fn with_writer<T>(&self, mut ws: WriterState, f: impl FnOnce(&mut WriterState) -> T) -> T {
+        let unwinding = self.lose_on_unwind();
+        let out = f(&mut ws);
+        unwinding.disarm();
+        self.put_writer(ws);
+        out
+    }
+
     /// A guard that marks the writer state lost if dropped without
     /// [`LoseOnUnwind::disarm`].
     pub fn lose_on_unwind(&self) -> LoseOnUnwind<'_> {
@@ -247,14 +257,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_commit_that_panics_fails_later_writes_instead_of_leaving_them_waiting() -> Result<()> {
+    /// A database with table `t` on memory that panics on writes while armed.
+    fn panicking_db() -> Result<(Arc<PanicOnWrite>, Database)> {
         let storage = Arc::new(PanicOnWrite {
             memory: MemoryStorage::new()?,
             armed: AtomicBool::new(false),
         });
         let db = Database::builder().with_storage(storage.clone(), true, None)?;
         with_table(&db)?;
+        Ok((storage, db))
+    }
+
+    #[test]
+    fn a_commit_that_panics_fails_later_writes_instead_of_leaving_them_waiting() -> Result<()> {
+        let (storage, db) = panicking_db()?;
         let mut txn = db.begin_write()?;
         txn.open_table("t")?.insert(b"k", b"v")?;
         // Waiting for the writer when the commit panics: told, not left waiting.
@@ -284,6 +300,23 @@ mod tests {
         assert!(matches!(later.2, Err(Error::WriterLost)), "{:?}", later.2);
         // Readers go on with the last commit.
         assert_eq!(db.begin_read()?.open_table("t")?.get(b"k")?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_sync_that_panics_loses_the_writer_state_too() -> Result<()> {
+        let (storage, db) = panicking_db()?;
+        let mut txn = db.begin_write()?;
+        txn.set_durability(crate::Durability::Eventual);
+        txn.open_table("t")?.insert(b"k", b"v")?;
+        txn.commit()?;
+        storage.armed.store(true, Ordering::Relaxed);
+        let sync = catch_unwind(AssertUnwindSafe(|| db.sync()));
+        storage.armed.store(false, Ordering::Relaxed);
+        assert!(sync.is_err(), "the sync panicked");
+        let db2 = db.clone();
+        let later = within_10s(move || db2.begin_write().map(drop))?;
+        assert!(matches!(later, Err(Error::WriterLost)), "{later:?}");
         Ok(())
     }
 }
