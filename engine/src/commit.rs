@@ -12,11 +12,11 @@ use crate::btree::{Node, Run};
 use crate::db::{Durability, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{
-    ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, ZERO_PAGE, checksum, encode_freelist,
-    encode_record, freelist_len,
+    ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_LEN, SLOT_OFFSET, Slot, ZERO_PAGE, checksum,
+    encode_freelist, encode_record, freelist_len,
 };
 use crate::freelist::FreeList;
-use crate::pager::Snapshot;
+use crate::pager::{Snapshot, VerifiedSet};
 use crate::storage::Storage;
 use crate::write_txn::{TableState, WriteTxn};
 
@@ -63,6 +63,45 @@ pub(crate) fn grow(storage: &dyn Storage, needed: u64, p: u64) -> Result<()> {
 
 /// Pages written together in one vectored write, at most.
 const MAX_COALESCED_PAGES: usize = 2048;
+
+/// Writes `out`'s pages (sorted by page), adjacent ones coalesced into one write, and marks
+/// each as not yet verified. Runs shorter than their pages are padded with zeros up to the
+/// next page written.
+fn write_pages(
+    storage: &dyn Storage,
+    out: &[(u64, Box<[u8]>)],
+    page_size: usize,
+    verified: &VerifiedSet,
+) -> std::io::Result<()> {
+    let p = page_size as u64;
+    let mut i = 0;
+    let mut bufs: Vec<&[u8]> = Vec::new();
+    while i < out.len() {
+        let first = out[i].0;
+        let (mut next, mut pages, mut written) = (first, 0, 0);
+        bufs.clear();
+        let mut j = i;
+        while j < out.len() && out[j].0 == next && pages < MAX_COALESCED_PAGES {
+            let start = pages * page_size;
+            if start > written {
+                bufs.push(&ZERO_PAGE[..start - written]);
+            }
+            let bytes = &out[j].1;
+            bufs.push(bytes);
+            written = start + bytes.len();
+            let n = bytes.len().div_ceil(page_size);
+            next += n as u64;
+            pages += n;
+            j += 1;
+        }
+        storage.write_vectored(first * p, &bufs)?;
+        for page in first..next {
+            verified.remove(page);
+        }
+        i = j;
+    }
+    Ok(())
+}
 
 /// Gives every owned node its final page: the transaction allocated pages as it went, one
 /// at a time, wherever one was free; now that it knows how many it needs, it takes them
@@ -317,45 +356,14 @@ impl WriteTxn {
             ws.synced_len = storage.len();
         }
 
-        // 5. Every new page, adjacent pages coalesced into one write.
+        // 5. Every new page, adjacent pages coalesced into one write, then the slot, in the
+        //    slot not holding the last durable commit.
         out.sort_unstable_by_key(|(id, _)| *id);
         let verified = if page_count > self.base.verified.capacity() {
             Arc::new(self.base.verified.grown(page_count))
         } else {
             self.base.verified.clone()
         };
-        // Runs shorter than their pages are padded with zeros up to the next page written.
-        let mut i = 0;
-        let mut bufs: Vec<&[u8]> = Vec::new();
-        while i < out.len() {
-            let first = out[i].0;
-            let (mut next, mut pages, mut written) = (first, 0, 0);
-            bufs.clear();
-            let mut j = i;
-            while j < out.len() && out[j].0 == next && pages < MAX_COALESCED_PAGES {
-                let start = pages * page_size;
-                if start > written {
-                    bufs.push(&ZERO_PAGE[..start - written]);
-                }
-                let bytes = &out[j].1;
-                bufs.push(bytes);
-                written = start + bytes.len();
-                let n = bytes.len().div_ceil(page_size);
-                next += n as u64;
-                pages += n;
-                j += 1;
-            }
-            storage.write_vectored(first * p, &bufs)?;
-            for page in first..next {
-                verified.remove(page);
-            }
-            i = j;
-        }
-        for page in written_runs.into_iter().flatten() {
-            verified.remove(page);
-        }
-
-        // 6. The slot, in the slot not holding the last durable commit; then the sync.
         let slot_index = 1 - original.durable_slot;
         let slot = Slot {
             txid,
@@ -368,35 +376,83 @@ impl WriteTxn {
             log_page: ws.log.page,
             log_pages: ws.log.pages,
         };
-        storage.write(slot_index as u64 * p + SLOT_OFFSET as u64, &slot.encode())?;
+        for page in written_runs.into_iter().flatten() {
+            verified.remove(page);
+        }
+        let write_slot =
+            || storage.write(slot_index as u64 * p + SLOT_OFFSET as u64, &slot.encode());
+
+        // 6. The record, if logged; the sync, if durable. A durable record goes to the disk
+        //    while the pages are written (they cost the commit no time then), all but those
+        //    in the storage's blocks that the log touches, which go first. A reader process
+        //    can find the record before the slot: while a writer holds the file, readers
+        //    take the log for the writer's business (`db.rs`).
         if let (true, Some(ops)) = (logged, &self.ops) {
-            // The record goes after the slot: a reader process that finds the record also
-            // finds the slot, and never takes the file for one needing recovery.
             let unit = LOG_UNIT as u64;
             let log_start = ws.log.page * p;
             let at = log_start + ws.log.head * unit;
             let record = encode_record(at / unit, txid, original.durable_txid, ops.payload());
+            let units = (record.len() / LOG_UNIT) as u64;
             if self.durability == Durability::Eventual {
+                write_pages(storage, &out, page_size, &verified)?;
+                write_slot()?;
                 storage.write(at, &record)?;
                 ws.log.unsynced.get_or_insert(ws.log.head);
-            } else if let Some(from) = ws.log.unsynced {
+            } else {
                 // The Eventual commits' records since the last durable one, read back, go
                 // with this one: a durable record never follows one that is not.
-                let mut stretch = vec![0u8; ((ws.log.head - from) * unit) as usize];
-                storage.read(log_start + from * unit, &mut stretch)?;
-                stretch.extend_from_slice(&record);
-                storage.write_durable(log_start + from * unit, &stretch)?;
+                let (from, bytes) = match ws.log.unsynced {
+                    Some(from) => {
+                        let mut stretch = vec![0u8; ((ws.log.head - from) * unit) as usize];
+                        storage.read(log_start + from * unit, &mut stretch)?;
+                        stretch.extend_from_slice(&record);
+                        (log_start + from * unit, stretch)
+                    }
+                    None => (at, record),
+                };
+                // What shares a block with the log goes first; the rest during the record.
+                let block = storage.overlap_block().max(1);
+                let (lo, hi) = (
+                    log_start / block * block,
+                    (log_start + ws.log.pages * p)
+                        .checked_next_multiple_of(block)
+                        .unwrap_or(u64::MAX),
+                );
+                let i = out.partition_point(|(page, b)| page * p + b.len() as u64 <= lo);
+                let j = i + out[i..].partition_point(|(page, _)| page * p < hi);
+                let slot_at = slot_index as u64 * p + SLOT_OFFSET as u64;
+                let slot_near = slot_at < hi && slot_at + SLOT_LEN as u64 > lo;
+                write_pages(storage, &out[i..j], page_size, &verified)?;
+                let mut write_far = || {
+                    write_pages(storage, &out[..i], page_size, &verified)?;
+                    write_pages(storage, &out[j..], page_size, &verified)?;
+                    if slot_near { Ok(()) } else { write_slot() }
+                };
+                // (The slot follows every page, so that a reader process that finds it
+                // finds them: one in the log's blocks waits for the record.)
+                let written = storage
+                    .write_durable_while(from, &bytes, &mut write_far)
+                    .and_then(|()| if slot_near { write_slot() } else { Ok(()) });
+                if let Err(e) = written {
+                    // The record may have reached the disk although what was written
+                    // during or after it did not: its first unit is cleared, so that
+                    // recovery does not replay a commit reported as failed. (Should that
+                    // write fail too, the next commit writes its own record over it.)
+                    let _ = storage.write_durable(at, &[0u8; LOG_UNIT]);
+                    return Err(e.into());
+                }
                 ws.log.unsynced = None;
                 ws.log.logged = txid;
-            } else {
-                storage.write_durable(at, &record)?;
-                ws.log.logged = txid;
             }
-            ws.log.head += (record.len() / LOG_UNIT) as u64;
+            ws.log.head += units;
             ws.log.next = Some(txid + 1);
-        } else if !durable {
-            // An unlogged commit leaves a gap in the log: it serves again after a sync.
-            ws.log.next = None;
+        } else {
+            write_pages(storage, &out, page_size, &verified)?;
+            write_slot()?;
+            if !durable {
+                // An unlogged commit leaves a gap in the log: it serves again after a sync.
+                ws.log.next = None;
+            }
         }
         if durable {
             storage.sync()?;

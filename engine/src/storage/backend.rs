@@ -77,6 +77,34 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         self.sync()
     }
 
+    /// As [`Storage::write_durable`], running `meanwhile` while the write is under way where
+    /// the backend can start a durable write without waiting for it; returns when both are
+    /// done. The default runs `meanwhile` first, then writes (nothing, when it fails).
+    ///
+    /// `meanwhile` writes only outside the blocks of [`Storage::overlap_block`] bytes that
+    /// the range touches. When it fails, its error is returned, and the write may or may
+    /// not have been made durable.
+    ///
+    /// # Errors
+    /// `meanwhile`'s error, else as [`Storage::write_durable`].
+    fn write_durable_while(
+        &self,
+        offset: u64,
+        data: &[u8],
+        meanwhile: &mut dyn FnMut() -> io::Result<()>,
+    ) -> io::Result<()> {
+        meanwhile()?;
+        self.write_durable(offset, data)
+    }
+
+    /// The size of the aligned blocks (a power of two) that [`Storage::write_durable_while`]'s
+    /// other writes must keep out of: a backend whose cache holds the file in blocks that a
+    /// durable write must find unchanged meanwhile says how large they can be. `u64::MAX`
+    /// (the default): every other write goes first.
+    fn overlap_block(&self) -> u64 {
+        u64::MAX
+    }
+
     /// Whether [`Storage::write_durable`] syncs its own range only, so that a commit log
     /// pays (the engine keeps one only then).
     fn durable_writes(&self) -> bool {

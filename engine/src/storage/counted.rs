@@ -61,6 +61,20 @@ impl Storage for Counted {
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+    fn write_durable_while(
+        &self,
+        offset: u64,
+        data: &[u8],
+        meanwhile: &mut dyn FnMut() -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.inner.write_durable_while(offset, data, meanwhile)?;
+        self.wrote(data.len());
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn overlap_block(&self) -> u64 {
+        self.inner.overlap_block()
+    }
     fn durable_writes(&self) -> bool {
         self.inner.durable_writes()
     }

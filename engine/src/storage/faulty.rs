@@ -237,6 +237,25 @@ impl Storage for FaultyStorage {
         Ok(())
     }
 
+    /// The durable write first, then `meanwhile` (which runs whatever the write's outcome):
+    /// of the orders a backend that overlaps them can make, the one in which the write is
+    /// durable before any of `meanwhile`'s.
+    fn write_durable_while(
+        &self,
+        offset: u64,
+        data: &[u8],
+        meanwhile: &mut dyn FnMut() -> io::Result<()>,
+    ) -> io::Result<()> {
+        let written = self.write_durable(offset, data);
+        meanwhile()?;
+        written
+    }
+
+    /// A sector: every write but the durable one's own goes during it.
+    fn overlap_block(&self) -> u64 {
+        SECTOR as u64
+    }
+
     fn resize(&self, len: u64) -> io::Result<()> {
         let mut s = self.state();
         s.admit()?;

@@ -173,6 +173,44 @@ impl Storage for FileStorage {
         }
     }
 
+    /// As [`Storage::write_durable`]; a direct write goes through an `io_uring` where the
+    /// kernel offers one, and `meanwhile` runs while the disk writes.
+    fn write_durable_while(
+        &self,
+        offset: u64,
+        data: &[u8],
+        meanwhile: &mut dyn FnMut() -> io::Result<()>,
+    ) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some(direct) = &self.direct
+            && let Some((during, written)) = direct.write_while(offset, data, meanwhile)
+        {
+            during?;
+            if written? {
+                return Ok(());
+            }
+            return self.write_durable(offset, data);
+        }
+        meanwhile()?;
+        self.write_durable(offset, data)
+    }
+
+    /// The largest block the page cache may hold the file in (a huge page: the memory
+    /// page size times the entries of a page table, 2 MiB on x86-64): a direct write fails
+    /// to drop a cached block that a buffered write changes meanwhile (the kernel then
+    /// reports an I/O error, and the stale block could later be written over the direct
+    /// write's bytes).
+    fn overlap_block(&self) -> u64 {
+        #[cfg(target_os = "linux")]
+        if self.direct.as_ref().is_some_and(|d| d.ring.is_some())
+            && let Ok(Some(page)) = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            && let Ok(page) = u64::try_from(page)
+        {
+            return (page * page / 8).next_power_of_two();
+        }
+        u64::MAX
+    }
+
     fn refresh(&self) -> io::Result<()> {
         let len = self.file.metadata()?.len();
         let mut region = self.region.lock().unwrap_or_else(PoisonError::into_inner);
@@ -204,6 +242,9 @@ struct Direct {
     buf: Mutex<Vec<u8>>,
     /// Cleared for good when the file system refuses a direct write's alignment.
     usable: AtomicBool,
+    /// Where the kernel offers one, the ring that lets a write run while the caller works.
+    #[cfg(target_os = "linux")]
+    ring: Option<super::ring::Ring>,
 }
 
 impl Direct {
@@ -212,39 +253,83 @@ impl Direct {
             file,
             buf: Mutex::new(Vec::new()),
             usable: AtomicBool::new(true),
+            #[cfg(target_os = "linux")]
+            ring: super::ring::Ring::new(),
         }
+    }
+
+    /// Whether a write of `len` bytes at `offset` can go direct: whole units at a unit's
+    /// offset, while the file system has not refused one.
+    fn takes(&self, offset: u64, len: usize) -> bool {
+        self.usable.load(Ordering::Relaxed)
+            && offset.is_multiple_of(DIRECT_UNIT)
+            && (len as u64).is_multiple_of(DIRECT_UNIT)
+            && len > 0
+    }
+
+    /// Copies `data` into the buffer at an aligned address; returns where it lies there.
+    fn stage(buf: &mut Vec<u8>, data: &[u8]) -> std::ops::Range<usize> {
+        if buf.len() < data.len() + DIRECT_MEMORY_ALIGN {
+            buf.resize(data.len() + DIRECT_MEMORY_ALIGN, 0);
+        }
+        let skip = (DIRECT_MEMORY_ALIGN - buf.as_ptr() as usize % DIRECT_MEMORY_ALIGN)
+            % DIRECT_MEMORY_ALIGN;
+        buf[skip..skip + data.len()].copy_from_slice(data);
+        skip..skip + data.len()
+    }
+
+    /// What a direct write's outcome means: `Ok(false)` when the file system refused it
+    /// (the alignment, or direct I/O at all, for good).
+    fn written(&self, outcome: io::Result<()>) -> io::Result<bool> {
+        match outcome {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {
+                // (Refused before any byte went, or after some went: the caller's write
+                // then writes them again.)
+                self.usable.store(false, Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// As [`Direct::write`], through the ring, running `meanwhile` while the disk writes:
+    /// `meanwhile`'s outcome and the write's. `None` (and `meanwhile` has not run) when the
+    /// write cannot go direct, or there is no ring.
+    #[cfg(target_os = "linux")]
+    fn write_while(
+        &self,
+        offset: u64,
+        data: &[u8],
+        meanwhile: &mut dyn FnMut() -> io::Result<()>,
+    ) -> Option<(io::Result<()>, io::Result<bool>)> {
+        let ring = self.ring.as_ref()?;
+        if !self.takes(offset, data.len()) {
+            return None;
+        }
+        let mut buf = self.buf.lock().unwrap_or_else(PoisonError::into_inner);
+        let range = Direct::stage(&mut buf, data);
+        let (during, written) = ring.write_while(&self.file, offset, &mut buf, range, meanwhile)?;
+        let written = match written {
+            Ok(n) if n == data.len() => Ok(true),
+            // A short write (which a direct write of whole units does not make): the
+            // caller's write through the page cache writes it all again.
+            Ok(_) => Ok(false),
+            Err(e) => self.written(Err(e)),
+        };
+        Some((during, written))
     }
 
     /// Writes `data` at `offset` durably if it can: `Ok(false)` when the write is not in
     /// whole units, or the file system refuses direct writes of this alignment (nothing
     /// is written then, and the caller writes through the page cache instead).
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<bool> {
-        let len = data.len() as u64;
-        if !self.usable.load(Ordering::Relaxed)
-            || !offset.is_multiple_of(DIRECT_UNIT)
-            || !len.is_multiple_of(DIRECT_UNIT)
-            || data.is_empty()
-        {
+        if !self.takes(offset, data.len()) {
             return Ok(false);
         }
         let mut buf = self.buf.lock().unwrap_or_else(PoisonError::into_inner);
-        if buf.len() < data.len() + DIRECT_MEMORY_ALIGN {
-            buf.resize(data.len() + DIRECT_MEMORY_ALIGN, 0);
-        }
-        let skip = (DIRECT_MEMORY_ALIGN - buf.as_ptr() as usize % DIRECT_MEMORY_ALIGN)
-            % DIRECT_MEMORY_ALIGN;
-        let aligned = &mut buf[skip..skip + data.len()];
-        aligned.copy_from_slice(data);
-        match self.file.write_all_at(aligned, offset) {
-            Ok(()) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {
-                // The alignment, or direct I/O at all, refused here (before any byte went,
-                // or after some went: the caller's write then writes them again).
-                self.usable.store(false, Ordering::Relaxed);
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
+        let range = Direct::stage(&mut buf, data);
+        self.written(self.file.write_all_at(&buf[range], offset))
     }
 }
 
@@ -295,6 +380,56 @@ mod tests {
         storage.read(512, &mut got)?;
         assert_eq!(&got, b"logged", "seen through the map");
         assert_eq!(&std::fs::read(&path)?[512..518], b"logged");
+        Ok(())
+    }
+
+    #[test]
+    fn a_durable_write_and_the_writes_made_during_it_all_land() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let storage = with_durable_writes(&path)?;
+        let block = storage.overlap_block();
+        assert!(block == u64::MAX || (block.is_power_of_two() && block >= 4096));
+        let far = if block == u64::MAX { 8192 } else { block };
+        storage.resize(far + 8192)?;
+        let units: Vec<u8> = (0..1024u32).map(|i| (i % 253) as u8).collect();
+        let mut runs = 0;
+        storage.write_durable_while(1024, &units, &mut || {
+            runs += 1;
+            storage.write_vectored(far, &[b"during", b" the write"])
+        })?;
+        assert_eq!(runs, 1, "meanwhile runs once");
+        // A write that cannot go direct (not in whole units) runs it too.
+        storage.write_durable_while(100, b"odd", &mut || {
+            runs += 1;
+            storage.write(far + 100, b"too")
+        })?;
+        assert_eq!(runs, 2);
+        let file = std::fs::read(&path)?;
+        let far = far as usize;
+        assert_eq!(&file[1024..2048], &units[..]);
+        assert_eq!(&file[100..103], b"odd");
+        assert_eq!(&file[far..far + 16], b"during the write");
+        assert_eq!(&file[far + 100..far + 103], b"too");
+        Ok(())
+    }
+
+    #[test]
+    fn a_failure_during_a_durable_write_is_returned_after_it() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let storage = with_durable_writes(&path)?;
+        storage.resize(8192)?;
+        let err = storage
+            .write_durable_while(512, &[5u8; 512], &mut || {
+                Err(io::Error::other("the pages failed"))
+            })
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("the pages failed"));
+        // The storage serves on: the next durable write lands.
+        storage.write_durable_while(512, &[6u8; 512], &mut || Ok(()))?;
+        assert_eq!(&std::fs::read(&path)?[512..1024], &[6u8; 512][..]);
         Ok(())
     }
 

@@ -2,8 +2,9 @@
 //!
 //! Reads go through a [`Region`] (a memory map, or anonymous memory for the in-memory
 //! backend); writes are positioned writes. [`FaultyStorage`] fails chosen operations and
-//! produces the file as a power cut would leave it, for tests. `region.rs` is the only module of the
-//! engine with `unsafe` code.
+//! produces the file as a power cut would leave it, for tests. `region.rs` (maps) and
+//! `ring.rs` (writes the kernel does while the writer goes on) hold the storage's `unsafe`
+//! code.
 
 mod backend;
 mod counted;
@@ -11,6 +12,8 @@ mod faulty;
 mod file;
 mod memory;
 mod region;
+#[cfg(target_os = "linux")]
+mod ring;
 
 pub use backend::Storage;
 pub(crate) use counted::{Counted, IoCounters};

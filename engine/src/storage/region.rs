@@ -1,5 +1,6 @@
 //! A readable view of the database's bytes: a memory map of the file, or anonymous
-//! memory for in-memory databases. The only module of the engine with `unsafe` code.
+//! memory for in-memory databases. One of the engine's three modules with `unsafe` code
+//! (with `ring.rs` beside it and `format/prefetch.rs`).
 //!
 //! Soundness rests on two rules, both checked or kept by callers of this module:
 //! 1. A shared slice is only ever made for bytes inside the mapping *and* inside the
