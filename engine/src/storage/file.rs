@@ -202,11 +202,10 @@ impl Storage for FileStorage {
     /// write's bytes).
     fn overlap_block(&self) -> u64 {
         #[cfg(target_os = "linux")]
-        if self.direct.as_ref().is_some_and(|d| d.ring.is_some())
-            && let Ok(Some(page)) = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
-            && let Ok(page) = u64::try_from(page)
+        if let Some(direct) = &self.direct
+            && direct.ring.is_some()
         {
-            return (page * page / 8).next_power_of_two();
+            return direct.huge_page;
         }
         u64::MAX
     }
@@ -245,6 +244,9 @@ struct Direct {
     /// Where the kernel offers one, the ring that lets a write run while the caller works.
     #[cfg(target_os = "linux")]
     ring: Option<super::ring::Ring>,
+    /// The memory page size times the entries of a page table (`u64::MAX` if unknown).
+    #[cfg(target_os = "linux")]
+    huge_page: u64,
 }
 
 impl Direct {
@@ -255,6 +257,14 @@ impl Direct {
             usable: AtomicBool::new(true),
             #[cfg(target_os = "linux")]
             ring: super::ring::Ring::new(),
+            #[cfg(target_os = "linux")]
+            huge_page: nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+                .ok()
+                .flatten()
+                .and_then(|page| u64::try_from(page).ok())
+                .and_then(|page| page.checked_mul(page / 8))
+                .and_then(u64::checked_next_power_of_two)
+                .unwrap_or(u64::MAX),
         }
     }
 
@@ -430,6 +440,28 @@ mod tests {
         // The storage serves on: the next durable write lands.
         storage.write_durable_while(512, &[6u8; 512], &mut || Ok(()))?;
         assert_eq!(&std::fs::read(&path)?[512..1024], &[6u8; 512][..]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_panic_during_a_durable_write_leaves_the_next_ones_whole() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let storage = with_durable_writes(&path)?;
+        storage.resize(64 * 1024)?;
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            storage.write_durable_while(512, &[7u8; 512], &mut || panic!("during the write"))
+        }));
+        assert!(caught.is_err(), "the panic goes on to the caller");
+        // Each later write is complete when its call returns (none takes the completion
+        // of a write before it for its own).
+        for round in 0..20u8 {
+            let at = 1024 + u64::from(round) * 512;
+            storage.write_durable_while(at, &[round; 512], &mut || Ok(()))?;
+            let mut got = [0u8; 512];
+            std::fs::File::open(&path)?.read_exact_at(&mut got, at)?;
+            assert_eq!(got, [round; 512], "round {round}");
+        }
         Ok(())
     }
 

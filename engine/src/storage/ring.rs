@@ -89,12 +89,12 @@ impl Ring {
                 }
             }
         }
-        let during = meanwhile();
-        loop {
+        // A panic in `meanwhile` waits for the write too before it goes on unwinding.
+        let during = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut *meanwhile));
+        let written = loop {
             if let Some(done) = ring.completion().next() {
-                let written = usize::try_from(done.result())
+                break usize::try_from(done.result())
                     .map_err(|_| io::Error::from_raw_os_error(-done.result()));
-                return Some((during, written));
             }
             match ring.submit_and_wait(1) {
                 Ok(_) => {}
@@ -102,9 +102,13 @@ impl Ring {
                 Err(e) => {
                     self.broken.store(true, Ordering::Relaxed);
                     std::mem::forget(std::mem::take(buf));
-                    return Some((during, Err(e)));
+                    break Err(e);
                 }
             }
+        };
+        match during {
+            Ok(during) => Some((during, written)),
+            Err(panic) => std::panic::resume_unwind(panic),
         }
     }
 }
