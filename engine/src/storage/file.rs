@@ -368,6 +368,14 @@ mod tests {
         Ok(())
     }
 
+    /// A new file in a new folder, wrapped with durable writes as a writable database's is.
+    fn durable_file() -> io::Result<(tempfile::TempDir, std::path::PathBuf, FileStorage)> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let storage = with_durable_writes(&path)?;
+        Ok((dir, path, storage))
+    }
+
     /// A new file at `path`, wrapped with durable writes as a writable database's is.
     fn with_durable_writes(path: &std::path::Path) -> io::Result<FileStorage> {
         let file = std::fs::OpenOptions::new()
@@ -381,9 +389,7 @@ mod tests {
 
     #[test]
     fn durable_writes_go_to_the_same_file() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("f");
-        let storage = with_durable_writes(&path)?;
+        let (_dir, path, storage) = durable_file()?;
         storage.resize(4096)?;
         storage.write_durable(512, b"logged")?;
         let mut got = [0u8; 6];
@@ -395,9 +401,7 @@ mod tests {
 
     #[test]
     fn a_durable_write_and_the_writes_made_during_it_all_land() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("f");
-        let storage = with_durable_writes(&path)?;
+        let (_dir, path, storage) = durable_file()?;
         let block = storage.overlap_block();
         assert!(block == u64::MAX || (block.is_power_of_two() && block >= 4096));
         let far = if block == u64::MAX { 8192 } else { block };
@@ -426,9 +430,7 @@ mod tests {
 
     #[test]
     fn a_failure_during_a_durable_write_is_returned_after_it() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("f");
-        let storage = with_durable_writes(&path)?;
+        let (_dir, path, storage) = durable_file()?;
         storage.resize(8192)?;
         let err = storage
             .write_durable_while(512, &[5u8; 512], &mut || {
@@ -445,9 +447,7 @@ mod tests {
 
     #[test]
     fn a_panic_during_a_durable_write_leaves_the_next_ones_whole() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("f");
-        let storage = with_durable_writes(&path)?;
+        let (_dir, path, storage) = durable_file()?;
         storage.resize(64 * 1024)?;
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             storage.write_durable_while(512, &[7u8; 512], &mut || panic!("during the write"))
@@ -467,9 +467,7 @@ mod tests {
 
     #[test]
     fn durable_unit_writes_are_seen_by_the_map_and_by_reads() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("f");
-        let storage = with_durable_writes(&path)?;
+        let (_dir, path, storage) = durable_file()?;
         storage.resize(3 * 4096)?;
         storage.write(0, &[7u8; 3 * 4096])?;
         storage.sync()?;
