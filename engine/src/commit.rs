@@ -492,6 +492,165 @@ mod tests {
     use crate::btree::Node;
     use crate::error::{Error, Result};
     use crate::format::LeafNode;
+    use crate::storage::{MemoryStorage, Region, Storage};
+    use crate::{Durability, Result as CairnResult};
+    use std::io;
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    /// What reached the storage, in order.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Event {
+        Write { offset: u64, len: u64, during: bool },
+        Durable { offset: u64, len: u64 },
+    }
+
+    /// Memory that keeps a commit log and records each write, and whether it was made
+    /// while a durable write was under way (in blocks of [`BLOCK`] bytes).
+    #[derive(Debug)]
+    struct Recorder {
+        memory: MemoryStorage,
+        events: Mutex<(Vec<Event>, bool)>,
+    }
+
+    const BLOCK: u64 = 64 * 1024;
+
+    impl Recorder {
+        fn push(&self, event: Event) {
+            self.events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .0
+                .push(event);
+        }
+        fn set_during(&self, during: bool) {
+            self.events.lock().unwrap_or_else(PoisonError::into_inner).1 = during;
+        }
+        fn take(&self) -> Vec<Event> {
+            std::mem::take(&mut self.events.lock().unwrap_or_else(PoisonError::into_inner).0)
+        }
+    }
+
+    impl Storage for Recorder {
+        fn len(&self) -> u64 {
+            self.memory.len()
+        }
+        fn region(&self) -> Arc<Region> {
+            self.memory.region()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            let during = self.events.lock().unwrap_or_else(PoisonError::into_inner).1;
+            let len = data.len() as u64;
+            self.push(Event::Write {
+                offset,
+                len,
+                during,
+            });
+            self.memory.write(offset, data)
+        }
+        fn sync(&self) -> io::Result<()> {
+            self.memory.sync()
+        }
+        fn resize(&self, len: u64) -> io::Result<()> {
+            self.memory.resize(len)
+        }
+        fn durable_writes(&self) -> bool {
+            true
+        }
+        fn write_durable(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            let len = data.len() as u64;
+            self.push(Event::Durable { offset, len });
+            self.memory.write(offset, data)
+        }
+        fn write_durable_while(
+            &self,
+            offset: u64,
+            data: &[u8],
+            meanwhile: &mut dyn FnMut() -> io::Result<()>,
+        ) -> io::Result<()> {
+            self.set_during(true);
+            let during = meanwhile();
+            self.set_during(false);
+            during?;
+            self.write_durable(offset, data)
+        }
+        fn overlap_block(&self) -> u64 {
+            BLOCK
+        }
+    }
+
+    /// The blocks of [`BLOCK`] bytes a range touches.
+    fn blocks(offset: u64, len: u64) -> std::ops::RangeInclusive<u64> {
+        offset / BLOCK..=(offset + len.max(1) - 1) / BLOCK
+    }
+
+    #[test]
+    fn a_logged_commit_writes_beside_its_record_only_outside_the_logs_blocks_and_its_slot_last()
+    -> CairnResult<()> {
+        let storage = Arc::new(Recorder {
+            memory: MemoryStorage::new()?,
+            events: Mutex::default(),
+        });
+        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        let page = db.page_size() as u64;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        for i in 0..20_000u32 {
+            w.open_table("t")?.insert(&i.to_be_bytes(), &[7u8; 40])?;
+        }
+        w.commit()?;
+        let (mut during_writes, mut logged) = (0, 0);
+        for i in 0..40u32 {
+            storage.take();
+            let mut w = db.begin_write()?;
+            w.set_durability(Durability::Immediate);
+            let key = (i * 4099 % 20_000).to_be_bytes();
+            w.open_table("t")?.insert(&key, b"new")?;
+            w.commit()?;
+            let events = storage.take();
+            // (The first commit after the load syncs instead: it starts the log's cycle.)
+            let Some(&Event::Durable { offset, len }) =
+                events.iter().find(|e| matches!(e, Event::Durable { .. }))
+            else {
+                continue;
+            };
+            logged += 1;
+            let record = blocks(offset, len);
+            let is_slot = |o: u64| o < 2 * page;
+            let mut slot_seen = false;
+            for e in &events {
+                let Event::Write {
+                    offset: o,
+                    len: l,
+                    during,
+                } = *e
+                else {
+                    continue;
+                };
+                if during {
+                    during_writes += 1;
+                    let b = blocks(o, l);
+                    assert!(
+                        b.end() < record.start() || b.start() > record.end(),
+                        "commit {i}: a write at {o} shares a block with the record at {offset}"
+                    );
+                }
+                if is_slot(o) {
+                    slot_seen = true;
+                } else {
+                    assert!(!slot_seen, "commit {i}: a page at {o} after the slot");
+                }
+            }
+            assert!(slot_seen, "commit {i} wrote its slot");
+        }
+        assert!(logged >= 35, "{logged} of 40 commits logged");
+        assert!(
+            during_writes > 40,
+            "pages went during the records: {during_writes}"
+        );
+        assert_eq!(db.begin_read()?.open_table("t")?.len(), 20_000);
+        assert!(db.check()?.is_ok());
+        Ok(())
+    }
 
     /// A node the transaction owns that no tree reaches (an internal error: its parent's
     /// pointer would not be 0-checksummed) fails the commit before anything is written.
