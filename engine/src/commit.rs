@@ -49,6 +49,12 @@ fn tail_to_cut(len: u64, used: u64, page_size: u64) -> bool {
     len > used + MIN_GROWTH_PAGES * page_size + len / 4
 }
 
+/// The fewest unused pages at the end of `used` bytes that give a file of `len` bytes a
+/// tail to cut, when it has none without them: [`tail_to_cut`] solved for the tail.
+fn pages_to_cut(len: u64, used: u64, page_size: u64) -> u64 {
+    (used + MIN_GROWTH_PAGES * page_size + len / 4).saturating_sub(len) / page_size + 1
+}
+
 /// Makes `storage` at least `needed` bytes long: when it must grow, by at least a quarter
 /// of its length and [`MIN_GROWTH_PAGES`] pages of `p` bytes, so that a growing file is
 /// resized rarely.
@@ -325,13 +331,13 @@ impl WriteTxn {
         let max_waiting = MAX_WAITING_LOGGED.min(self.freelist.page_count / 2);
         logged &= waiting <= max_waiting && used <= len && !tail_to_cut(len, used, p);
         // Nor one after which a sync would let the file shrink: the pages at its end wait
-        // (a file that lost data at its end). The scan stops at the first page in use, and
-        // after [`MAX_TAIL_SCAN`] pages: that many waiting at the end sync the file too,
-        // after which they are free, leave `page_count`, and are not scanned again.
+        // (a file that lost data at its end). The scan stops at the first page in use, at
+        // the first count of pages that would make the tail worth cutting, and after
+        // [`MAX_TAIL_SCAN`] pages: that many waiting at the end sync the file too, after
+        // which they are free, leave `page_count`, and are not scanned again.
         if logged {
-            let enough = (MIN_GROWTH_PAGES + len / 4 / p + 1).min(MAX_TAIL_SCAN);
-            let tail = self.freelist.unused_tail(enough);
-            logged = tail < MAX_TAIL_SCAN && !tail_to_cut(len, used - tail * p, p);
+            let limit = pages_to_cut(len, used, p).min(MAX_TAIL_SCAN);
+            logged = self.freelist.unused_tail(limit) < limit;
         }
         let (freelist_page, freelist_crc, freelist_bytes) = if logged {
             (Slot::FREELIST_IN_MEMORY, 0, 0)
@@ -650,6 +656,31 @@ mod tests {
         assert_eq!(db.begin_read()?.open_table("t")?.len(), 20_000);
         assert!(db.check()?.is_ok());
         Ok(())
+    }
+
+    /// The scan of the file's unused tail stops at the first count that makes the tail worth
+    /// cutting: exactly the count at which [`super::tail_to_cut`] turns true.
+    #[test]
+    fn the_tail_scan_stops_where_the_tail_becomes_worth_cutting() {
+        let mut checked = 0;
+        for p in [512u64, 4096, 65536] {
+            for len_pages in [16u64, 17, 40, 100, 257, 1000, 4099] {
+                let len = len_pages * p;
+                for used_pages in (0..=len_pages).step_by(3) {
+                    let used = used_pages * p;
+                    if super::tail_to_cut(len, used, p) {
+                        continue;
+                    }
+                    let need = super::pages_to_cut(len, used, p);
+                    for tail in 0..=used_pages {
+                        let cut = super::tail_to_cut(len, used - tail * p, p);
+                        assert_eq!(cut, tail >= need, "p {p} len {len} used {used} tail {tail}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
     }
 
     /// A node the transaction owns that no tree reaches (an internal error: its parent's

@@ -12,8 +12,16 @@ use rustc_hash::FxHashSet;
 
 use crate::format::FreeRun;
 
-/// How many of the lowest free pages a commit looks through for runs to place its pages in.
+/// How many of the lowest free pages a commit looks through for runs to place its pages in,
+/// at most, and per page it places (a commit of a few pages gains little from a run and
+/// would pay the whole scan: a third of its allocator's time in a single put).
 const PLACE_SCAN: usize = 1024;
+const PLACE_SCAN_PER_PAGE: usize = 64;
+
+/// How many free pages a commit of `n` pages looks through.
+fn place_scan(n: usize) -> usize {
+    n.saturating_mul(PLACE_SCAN_PER_PAGE).min(PLACE_SCAN)
+}
 
 /// How many runs (of two pages or more) a commit's pages are placed in at most, before the
 /// rest take the lowest free pages.
@@ -249,7 +257,7 @@ impl FreeList {
 
     /// `n` pages in few runs of consecutive pages: the first free run that holds them all,
     /// else the longest runs first, then the lowest free pages, then the end of the file.
-    /// Only the lowest [`PLACE_SCAN`] free pages are looked at, so that a commit's cost
+    /// Only the lowest [`place_scan`] free pages are looked at, so that a commit's cost
     /// does not grow with a large free set. Returned in page order, so that they are
     /// written with few positioned writes.
     pub fn alloc_many(&mut self, n: usize) -> Vec<u64> {
@@ -266,7 +274,7 @@ impl FreeList {
             }
         };
         let (mut run, mut fit) = ((0u64, 0u64), None);
-        for &p in self.free.iter().take(PLACE_SCAN) {
+        for &p in self.free.iter().take(place_scan(n)) {
             if run.1 > 0 && run.0 + run.1 == p {
                 run.1 += 1;
             } else {
@@ -574,10 +582,10 @@ mod tests {
     }
 
     /// What [`FreeList::alloc_many`] promises, done the plain way: every run among the
-    /// lowest [`PLACE_SCAN`] free pages listed, then chosen.
+    /// lowest [`place_scan`] free pages listed, then chosen.
     fn alloc_many_as_specified(free: &BTreeSet<u64>, page_count: u64, n: usize) -> Vec<u64> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &p in free.iter().take(PLACE_SCAN) {
+        for &p in free.iter().take(place_scan(n)) {
             match runs.last_mut() {
                 Some((first, len)) if *first + *len == p => *len += 1,
                 _ => runs.push((p, 1)),
@@ -608,7 +616,7 @@ mod tests {
         let mut next = xorshift(0x2545_F491_4F6C_DD1D);
         let (mut fits, mut spread) = (0, 0);
         for _ in 0..400 {
-            // Runs of random lengths at random gaps: past PLACE_SCAN pages at times.
+            // Runs of random lengths at random gaps: past the scan at times.
             let mut free = BTreeSet::new();
             let mut at = 2 + next(4);
             let runs = next(300);
