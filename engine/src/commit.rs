@@ -109,6 +109,23 @@ fn write_pages(
     Ok(())
 }
 
+/// The bytes of the storage's overlap blocks (see [`Storage::overlap_block`]) that the log
+/// of `log_len` bytes at `log_start` touches.
+fn log_blocks(storage: &dyn Storage, log_start: u64, log_len: u64) -> std::ops::Range<u64> {
+    let block = storage.overlap_block().max(1);
+    let end = (log_start + log_len)
+        .checked_next_multiple_of(block)
+        .unwrap_or(u64::MAX);
+    log_start / block * block..end
+}
+
+/// The indexes `i..j` of `out`'s pages (sorted, of `p` bytes) that overlap `bytes`.
+fn pages_in(out: &[(u64, Box<[u8]>)], p: u64, bytes: &std::ops::Range<u64>) -> (usize, usize) {
+    let i = out.partition_point(|(page, b)| page * p + b.len() as u64 <= bytes.start);
+    let j = i + out[i..].partition_point(|(page, _)| page * p < bytes.end);
+    (i, j)
+}
+
 /// Gives every owned node its final page: the transaction allocated pages as it went, one
 /// at a time, wherever one was free; now that it knows how many it needs, it takes them
 /// in as few runs as the free pages allow, so that the commit writes them with few
@@ -417,17 +434,10 @@ impl WriteTxn {
                     None => (at, record),
                 };
                 // What shares a block with the log goes first; the rest during the record.
-                let block = storage.overlap_block().max(1);
-                let (lo, hi) = (
-                    log_start / block * block,
-                    (log_start + ws.log.pages * p)
-                        .checked_next_multiple_of(block)
-                        .unwrap_or(u64::MAX),
-                );
-                let i = out.partition_point(|(page, b)| page * p + b.len() as u64 <= lo);
-                let j = i + out[i..].partition_point(|(page, _)| page * p < hi);
+                let near = log_blocks(storage, log_start, ws.log.pages * p);
+                let (i, j) = pages_in(&out, p, &near);
                 let slot_at = slot_index as u64 * p + SLOT_OFFSET as u64;
-                let slot_near = slot_at < hi && slot_at + SLOT_LEN as u64 > lo;
+                let slot_near = slot_at < near.end && slot_at + SLOT_LEN as u64 > near.start;
                 write_pages(storage, &out[i..j], page_size, &verified)?;
                 let mut write_far = || {
                     write_pages(storage, &out[..i], page_size, &verified)?;

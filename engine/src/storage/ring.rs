@@ -94,7 +94,7 @@ impl Ring {
         let written = loop {
             if let Some(done) = ring.completion().next() {
                 break usize::try_from(done.result())
-                    .map_err(|_| io::Error::from_raw_os_error(-done.result()));
+                    .map_err(|_| io::Error::from_raw_os_error(done.result().saturating_neg()));
             }
             match ring.submit_and_wait(1) {
                 Ok(_) => {}
