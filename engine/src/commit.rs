@@ -70,13 +70,45 @@ pub(crate) fn grow(storage: &dyn Storage, needed: u64, p: u64) -> Result<()> {
 /// Pages written together in one vectored write, at most.
 const MAX_COALESCED_PAGES: usize = 2048;
 
-/// Writes `out`'s pages (sorted by page), adjacent ones coalesced into one write, and marks
-/// each as not yet verified. Runs shorter than their pages are padded with zeros up to the
-/// next page written.
+/// A commit whose runs of adjacent pages are this many pages long or shorter on average is
+/// *scattered*: each of its pages goes in a write of its own (see [`pages_per_write`]).
+const SCATTERED_RUN: u64 = 8;
+
+/// The most pages [`write_pages`] joins in one write for a commit writing `out` (sorted by
+/// page): one when the commit is scattered (random changes over a large tree), else
+/// [`MAX_COALESCED_PAGES`]. The page cache keeps a file in blocks as large as the write
+/// that first filled them, and on ext4 each later one-page write into a block walks all of
+/// the block's 4 KiB parts, at the write and again at write-back; the pages of a scattered
+/// commit (its long runs too, at the file's end) are likely rewritten one at a time by the
+/// next such commits, so they are given page-sized blocks. A commit of long runs
+/// (sequential loads) keeps its few large writes. (1,000,000 random 1 KiB values in
+/// batches of 2,000: README, twentieth session.)
+fn pages_per_write(out: &[(u64, Box<[u8]>)], page_size: usize) -> usize {
+    let (mut runs, mut pages, mut next) = (0, 0, None);
+    for (page, bytes) in out {
+        if next != Some(*page) {
+            runs += 1;
+        }
+        let n = bytes.len().div_ceil(page_size) as u64;
+        pages += n;
+        next = Some(page + n);
+    }
+    if pages <= SCATTERED_RUN * runs {
+        1
+    } else {
+        MAX_COALESCED_PAGES
+    }
+}
+
+/// Writes `out`'s pages (sorted by page), up to `max_pages` adjacent ones coalesced into
+/// one write (a buffer longer than a page counts as its pages, and is never split), and
+/// marks each as not yet verified. Runs shorter than their pages are padded with zeros up
+/// to the next page written.
 fn write_pages(
     storage: &dyn Storage,
     out: &[(u64, Box<[u8]>)],
     page_size: usize,
+    max_pages: usize,
     verified: &VerifiedSet,
 ) -> std::io::Result<()> {
     let p = page_size as u64;
@@ -87,7 +119,7 @@ fn write_pages(
         let (mut next, mut pages, mut written) = (first, 0, 0);
         bufs.clear();
         let mut j = i;
-        while j < out.len() && out[j].0 == next && pages < MAX_COALESCED_PAGES {
+        while j < out.len() && out[j].0 == next && pages < max_pages {
             let start = pages * page_size;
             if start > written {
                 bufs.push(&ZERO_PAGE[..start - written]);
@@ -379,9 +411,10 @@ impl WriteTxn {
             ws.synced_len = storage.len();
         }
 
-        // 5. Every new page, adjacent pages coalesced into one write, then the slot, in the
-        //    slot not holding the last durable commit.
+        // 5. Every new page, adjacent pages coalesced into one write (unless the commit is
+        //    scattered), then the slot, in the slot not holding the last durable commit.
         out.sort_unstable_by_key(|(id, _)| *id);
+        let per_write = pages_per_write(&out, page_size);
         let verified = if page_count > self.base.verified.capacity() {
             Arc::new(self.base.verified.grown(page_count))
         } else {
@@ -417,7 +450,7 @@ impl WriteTxn {
             let record = encode_record(at / unit, txid, original.durable_txid, ops.payload());
             let units = (record.len() / LOG_UNIT) as u64;
             if self.durability == Durability::Eventual {
-                write_pages(storage, &out, page_size, &verified)?;
+                write_pages(storage, &out, page_size, per_write, &verified)?;
                 write_slot()?;
                 storage.write(at, &record)?;
                 ws.log.unsynced.get_or_insert(ws.log.head);
@@ -438,10 +471,10 @@ impl WriteTxn {
                 let (i, j) = pages_in(&out, p, &near);
                 let slot_at = slot_index as u64 * p + SLOT_OFFSET as u64;
                 let slot_near = slot_at < near.end && slot_at + SLOT_LEN as u64 > near.start;
-                write_pages(storage, &out[i..j], page_size, &verified)?;
+                write_pages(storage, &out[i..j], page_size, per_write, &verified)?;
                 let mut write_far = || {
-                    write_pages(storage, &out[..i], page_size, &verified)?;
-                    write_pages(storage, &out[j..], page_size, &verified)?;
+                    write_pages(storage, &out[..i], page_size, per_write, &verified)?;
+                    write_pages(storage, &out[j..], page_size, per_write, &verified)?;
                     if slot_near { Ok(()) } else { write_slot() }
                 };
                 // (The slot follows every page, so that a reader process that finds it
@@ -463,7 +496,7 @@ impl WriteTxn {
             ws.log.head += units;
             ws.log.next = Some(txid + 1);
         } else {
-            write_pages(storage, &out, page_size, &verified)?;
+            write_pages(storage, &out, page_size, per_write, &verified)?;
             write_slot()?;
             if !durable {
                 // An unlogged commit leaves a gap in the log: it serves again after a sync.
@@ -508,6 +541,7 @@ mod tests {
     use crate::btree::Node;
     use crate::error::{Error, Result};
     use crate::format::LeafNode;
+    use crate::pager::VerifiedSet;
     use crate::storage::{MemoryStorage, Region, Storage};
     use crate::{Durability, Result as CairnResult};
     use std::io;
@@ -665,6 +699,95 @@ mod tests {
         );
         assert_eq!(db.begin_read()?.open_table("t")?.len(), 20_000);
         assert!(db.check()?.is_ok());
+        Ok(())
+    }
+
+    /// Memory that records each vectored write: its offset and length.
+    #[derive(Debug)]
+    struct Vectored {
+        memory: MemoryStorage,
+        calls: Mutex<Vec<(u64, u64)>>,
+    }
+
+    impl Storage for Vectored {
+        fn len(&self) -> u64 {
+            self.memory.len()
+        }
+        fn region(&self) -> Arc<Region> {
+            self.memory.region()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            self.memory.write(offset, data)
+        }
+        fn write_vectored(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+            let len = bufs.iter().map(|b| b.len() as u64).sum();
+            let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+            calls.push((offset, len));
+            self.memory.write_vectored(offset, bufs)
+        }
+        fn sync(&self) -> io::Result<()> {
+            self.memory.sync()
+        }
+        fn resize(&self, len: u64) -> io::Result<()> {
+            self.memory.resize(len)
+        }
+    }
+
+    /// A scattered commit writes each page alone, its long run too; a commit of long runs
+    /// joins adjacent pages; a buffer of several pages counts as its pages and goes whole.
+    #[test]
+    fn a_scattered_commits_pages_go_one_per_write_and_long_runs_together() -> CairnResult<()> {
+        const P: usize = 512;
+        let page = |id: u64, pages: usize| (id, vec![id as u8; pages * P].into_boxed_slice());
+        let write = |out: &[(u64, Box<[u8]>)]| -> CairnResult<Vec<(u64, u64)>> {
+            let storage = Vectored {
+                memory: MemoryStorage::new()?,
+                calls: Mutex::default(),
+            };
+            storage.resize(200 * P as u64)?;
+            let verified = VerifiedSet::with_capacity(200);
+            for (id, _) in out {
+                verified.insert(*id);
+            }
+            let per_write = super::pages_per_write(out, P);
+            super::write_pages(&storage, out, P, per_write, &verified)?;
+            for (id, bytes) in out {
+                let mut back = vec![0u8; bytes.len()];
+                storage.read(id * P as u64, &mut back)?;
+                assert_eq!(&back[..], &bytes[..], "page {id}");
+                assert!(!verified.contains(*id), "page {id} is to be verified again");
+            }
+            Ok(std::mem::take(
+                &mut storage.calls.lock().unwrap_or_else(PoisonError::into_inner),
+            ))
+        };
+        // 14 pages in 5 runs (2.8 a run on average): scattered.
+        let mut scattered: Vec<_> = (10..20).map(|id| page(id, 1)).collect();
+        scattered.extend([40, 50, 60, 70].map(|id| page(id, 1)));
+        let calls = write(&scattered)?;
+        let each: Vec<_> = scattered
+            .iter()
+            .map(|(id, _)| (id * P as u64, P as u64))
+            .collect();
+        assert_eq!(calls, each);
+        // 24 pages in 2 runs, the first starting with a buffer of 3 pages: joined.
+        let mut long = vec![page(10, 3)];
+        long.extend((13..30).map(|id| page(id, 1)));
+        long.extend((40..44).map(|id| page(id, 1)));
+        let calls = write(&long)?;
+        assert_eq!(
+            calls,
+            [
+                (10 * P as u64, 20 * P as u64),
+                (40 * P as u64, 4 * P as u64)
+            ]
+        );
+        // 24 pages in 3 runs is 8 a run: scattered, the 3-page buffer whole.
+        long.push(page(60, 1));
+        long.retain(|(id, _)| *id != 43);
+        let calls = write(&long)?;
+        assert_eq!(calls.len(), 22);
+        assert_eq!(calls[0], (10 * P as u64, 3 * P as u64));
         Ok(())
     }
 
