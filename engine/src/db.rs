@@ -213,7 +213,8 @@ impl Builder {
     fn open_path(self, path: &Path, create: bool) -> Result<Database> {
         // Refuse directories, devices, FIFOs and sockets before opening: opening a FIFO
         // for reading would block until a writer came. An existing empty file is refused
-        // too: only a file this call creates is ever initialised.
+        // too: only a file this call creates is ever initialised, and it appears at the
+        // path only once initialised.
         let existed = match std::fs::metadata(path) {
             Ok(meta) if !meta.is_file() => {
                 return Err(Error::NotAFile {
@@ -224,11 +225,15 @@ impl Builder {
             Ok(_) => true,
             Err(_) => false,
         };
+        if create && !existed && !self.read_only {
+            // Written beside the path and linked into place whole (or another creator's
+            // file kept), then opened like any existing database.
+            self.check_page_size()?;
+            crate::create::create_file(path, self.page_size)?;
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(!self.read_only)
-            .create(create && !self.read_only)
-            .truncate(false)
             .open(path)?;
         if !self.read_only {
             crate::lock::lock_exclusive(&file, path, self.lock_timeout)?;
@@ -239,15 +244,10 @@ impl Builder {
             storage = storage.with_durable_writes(path)?;
         }
         let storage = Arc::new(storage);
-        if (existed || !create) && storage.is_empty() {
+        if storage.is_empty() {
             return Err(Error::EmptyFile);
         }
-        self.build(
-            storage,
-            create && !existed,
-            Some(path.to_path_buf()),
-            Some(lock_file),
-        )
+        self.build(storage, false, Some(path.to_path_buf()), Some(lock_file))
     }
 }
 

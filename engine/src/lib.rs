@@ -26,6 +26,7 @@ mod btree;
 mod check;
 mod commit;
 mod compact;
+mod create;
 mod db;
 mod error;
 mod follow;

@@ -1,7 +1,8 @@
 //! Killed writers: a child process commits in a loop, printing each acknowledged commit;
 //! the parent kills it (SIGKILL) at a random moment, reopens the file, and checks that the
 //! file passes `check()` and holds every acknowledged commit. Some kills land while the
-//! child is still opening, during recovery of the previous kill.
+//! child is still opening, during recovery of the previous kill; others while a child is
+//! creating the file.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -13,6 +14,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const CHILD: &str = "CAIRN_KILLED_WRITER_CHILD";
+const CREATOR: &str = "CAIRN_KILLED_CREATOR_CHILD";
 
 /// The child: commit `n` writes key `n` (and rewrites a few others), then prints `n`.
 fn child(path: &str) -> Result<(), Error> {
@@ -55,16 +57,7 @@ fn killed_writers_lose_no_acknowledged_commit() -> Result<(), Box<dyn std::error
     let kills = scale("CAIRN_KILLS", 20);
     let mut acknowledged: Option<u64> = None;
     for kill in 0..kills {
-        let mut child = Command::new(std::env::current_exe()?)
-            .args([
-                "--exact",
-                "killed_writers_lose_no_acknowledged_commit",
-                "--nocapture",
-            ])
-            .env(CHILD, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
+        let mut child = spawn("killed_writers_lose_no_acknowledged_commit", CHILD, &path)?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let wait = Duration::from_millis(rng.random_range(0..300));
         let deadline = Instant::now() + wait;
@@ -107,5 +100,64 @@ fn killed_writers_lose_no_acknowledged_commit() -> Result<(), Box<dyn std::error
         acknowledged.is_some_and(|n| n > 10),
         "the writers got some work done"
     );
+    Ok(())
+}
+
+/// Spawns this test binary running `test` as a child, with `var` set to `path`.
+fn spawn(test: &str, var: &str, path: &std::path::Path) -> std::io::Result<std::process::Child> {
+    Command::new(std::env::current_exe()?)
+        .args(["--exact", test, "--nocapture"])
+        .env(var, path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
+#[test]
+fn a_creator_killed_leaves_no_file_or_a_whole_database() -> Result<(), Box<dyn std::error::Error>> {
+    const TEST: &str = "a_creator_killed_leaves_no_file_or_a_whole_database";
+    if let Ok(path) = std::env::var(CREATOR) {
+        // Says when it starts creating, so that the parent's kill lands in the creation.
+        println!("creating");
+        std::io::Write::flush(&mut std::io::stdout())?;
+        let db = Database::builder().page_size(1024).create(&path)?;
+        println!("created");
+        drop(db);
+        std::thread::sleep(Duration::from_secs(60));
+        return Ok(());
+    }
+    let mut rng = SmallRng::seed_from_u64(seed("killed_creator"));
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("created.cairn");
+    let (mut absent, mut whole) = (0, 0);
+    for kill in 0..scale("CAIRN_KILLS", 20) {
+        if path.exists() {
+            std::fs::remove_file(&path)?;
+        }
+        let mut child = spawn(TEST, CREATOR, &path)?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        // The test harness prints its own lines first.
+        let mut lines = BufReader::new(stdout).lines();
+        while lines
+            .next()
+            .transpose()?
+            .ok_or("the child did not start creating")?
+            != "creating"
+        {}
+        std::thread::sleep(Duration::from_micros(rng.random_range(0..15_000)));
+        child.kill()?;
+        child.wait()?;
+        if !path.exists() {
+            absent += 1;
+            continue;
+        }
+        let db = Database::open(&path).map_err(|e| format!("kill {kill}: {e}"))?;
+        let report = db.check()?;
+        assert!(report.is_ok(), "kill {kill}: {:?}", report.problems);
+        whole += 1;
+    }
+    eprintln!("killed creators: {absent} left no file, {whole} a whole database");
+    let leftovers = std::fs::read_dir(dir.path())?.count() - usize::from(path.exists());
+    eprintln!("{leftovers} new files left by killed creators");
     Ok(())
 }
