@@ -2,10 +2,14 @@
 //!
 //! The copy is logical (table by table, entry by entry), so it is also dense: it doubles
 //! as an offline compaction. It is written in transactions of bounded size, so memory
-//! stays small whatever the database's size, and synced once at the end.
+//! stays small whatever the database's size, and synced once at the end. It is written to
+//! a new file beside `path` that takes `path` as its name only when the copy is whole and
+//! synced: a failed or interrupted backup leaves no file there.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use crate::create::NewFile;
 use crate::db::{Database, Durability};
 use crate::error::{Error, Result};
 
@@ -19,20 +23,24 @@ impl Database {
     ///
     /// # Errors
     /// An I/O error (`AlreadyExists` when `path` exists), or corruption found while
-    /// reading. A failed backup may leave a partial file at `path`.
+    /// reading. A failed backup leaves no file at `path`.
     pub fn backup(&self, path: impl AsRef<Path>) -> Result<u64> {
         let path = path.as_ref();
-        if std::fs::symlink_metadata(path).is_ok() {
-            return Err(Error::Io(std::io::Error::new(
+        let exists = || {
+            Error::Io(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
                 format!("{} already exists", path.display()),
-            )));
+            ))
+        };
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(exists());
         }
         let source = self.begin_read()?;
+        let new = NewFile::beside(path)?;
         let target = Database::builder()
             .page_size(self.page_size())
             .durability(Durability::Eventual)
-            .create(path)?;
+            .with_storage(Arc::new(new.storage()?), true, None)?;
         let mut copied = 0u64;
         for info in source.list_tables()? {
             let table = source.open_table(&info.name)?;
@@ -53,6 +61,10 @@ impl Database {
             txn.commit()?;
         }
         target.sync()?;
+        drop(target);
+        if !new.link(path)? {
+            return Err(exists());
+        }
         Ok(copied)
     }
 }

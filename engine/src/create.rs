@@ -1,7 +1,8 @@
 //! Creating a database file in one step. The header and the first commit are written to a
 //! new file beside the target, synced, and only then linked to the target's name, so that a
 //! process killed (or a disk filling) while creating leaves either no file at the path or a
-//! whole database, never an empty or half-written file, which opening refuses.
+//! whole database, never an empty or half-written file, which opening refuses. A backup
+//! is written the same way, so that a failed one leaves no file that looks like a backup.
 //!
 //! On Linux the new file has no name until it is linked (`O_TMPFILE`), so a killed creator
 //! leaves nothing behind. Where the file system cannot do that, it is named
@@ -24,109 +25,142 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// another process or thread creates it first, theirs is kept and this returns `Ok`: the
 /// caller then opens whichever database is there.
 pub(crate) fn create_file(path: &Path, page_size: usize) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let Some(name) = path.file_name() else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} names no file", path.display()),
-        )
-        .into());
-    };
-    #[cfg(target_os = "linux")]
-    let created = unnamed::create(dir, path, page_size)?;
-    #[cfg(not(target_os = "linux"))]
-    let created = false;
-    if !created {
-        create_named(dir, &name.to_string_lossy(), path, page_size)?;
-    }
-    // The new name itself on stable storage, as the file's contents already are.
-    File::open(dir)?.sync_all()?;
+    let new = NewFile::beside(path)?;
+    recovery::initialise(&new.storage()?, page_size)?;
+    new.link(path)?;
     Ok(())
 }
 
-/// Writes a new database into `file`, reached by name at `by` for its durable writes.
-fn initialise(file: &File, by: &Path, page_size: usize) -> Result<()> {
-    let storage = FileStorage::new(file.try_clone()?)?.with_durable_writes(by)?;
-    recovery::initialise(&storage, page_size)
+/// A file being written beside a path, given the path's name only once it is whole.
+pub(crate) struct NewFile {
+    file: File,
+    /// The name through which its durable writes reach it.
+    by: PathBuf,
+    /// Its own name in the directory, if it has one, removed when this is dropped.
+    named: Option<Removed>,
+    dir: PathBuf,
 }
 
-/// Whether a link or rename into place found the path taken: someone else's database got
-/// there first, and it is the one opened.
+impl NewFile {
+    /// A new, empty file in `path`'s directory.
+    pub(crate) fn beside(path: &Path) -> Result<NewFile> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let Some(name) = path.file_name() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} names no file", path.display()),
+            )
+            .into());
+        };
+        #[cfg(target_os = "linux")]
+        if let Some((file, by)) = unnamed::open(&dir) {
+            return Ok(NewFile {
+                file,
+                by,
+                named: None,
+                dir,
+            });
+        }
+        NewFile::named(dir, &name.to_string_lossy())
+    }
+
+    /// A new file with a name of its own, for file systems without unnamed files.
+    fn named(dir: PathBuf, name: &str) -> Result<NewFile> {
+        let pid = std::process::id();
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!(".{name}.{pid}-{n}.creating"));
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(file) => {
+                    return Ok(NewFile {
+                        file,
+                        by: path.clone(),
+                        named: Some(Removed(path)),
+                        dir,
+                    });
+                }
+                // Left by a killed process that had the same id: try the next name.
+                Err(e) if taken(&e) && n < 1 << 20 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Storage on the file, with durable writes.
+    pub(crate) fn storage(&self) -> Result<FileStorage> {
+        Ok(FileStorage::new(self.file.try_clone()?)?.with_durable_writes(&self.by)?)
+    }
+
+    /// Gives the file `path` as its name, unless something has it already (`false`: the
+    /// file is then dropped), and syncs the directory. Whatever was written must be synced
+    /// first.
+    pub(crate) fn link(self, path: &Path) -> Result<bool> {
+        let linked = match &self.named {
+            None => {
+                #[cfg(target_os = "linux")]
+                let linked = unnamed::link(&self.by, path);
+                #[cfg(not(target_os = "linux"))]
+                let linked = std::fs::hard_link(&self.by, path);
+                linked
+            }
+            Some(named) => match std::fs::hard_link(&named.0, path) {
+                // A file system without hard links: renaming cannot refuse an existing
+                // target, so it is used only when there still is none.
+                Err(e) if !taken(&e) && !path.exists() => std::fs::rename(&named.0, path),
+                other => other,
+            },
+        };
+        match linked {
+            Ok(()) => {}
+            Err(e) if taken(&e) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+        // The new name itself on stable storage, as the file's contents already are.
+        File::open(&self.dir)?.sync_all()?;
+        Ok(true)
+    }
+}
+
+/// Whether a link or rename into place found the path taken.
 fn taken(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::AlreadyExists
 }
 
 #[cfg(target_os = "linux")]
 mod unnamed {
+    use std::fs::{File, OpenOptions};
+    use std::io;
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
+    use std::path::{Path, PathBuf};
 
     use nix::fcntl::{AT_FDCWD, AtFlags};
 
-    use super::*;
-
-    /// Creates through a file without a name; `false` when the file system cannot make one
-    /// (or `/proc`, through which it is reached by name, is missing).
-    pub(super) fn create(dir: &Path, path: &Path, page_size: usize) -> Result<bool> {
-        let Ok(file) = OpenOptions::new()
+    /// A file without a name in `dir`, and the name through `/proc` that reaches it; `None`
+    /// when the file system cannot make one or `/proc` is missing.
+    pub(super) fn open(dir: &Path) -> Option<(File, PathBuf)> {
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .custom_flags(nix::libc::O_TMPFILE)
             .open(dir)
-        else {
-            return Ok(false);
-        };
+            .ok()?;
         let by = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        if !by.exists() {
-            return Ok(false);
-        }
-        initialise(&file, &by, page_size)?;
-        match nix::unistd::linkat(AT_FDCWD, &by, AT_FDCWD, path, AtFlags::AT_SYMLINK_FOLLOW) {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                let e = io::Error::from(e);
-                if taken(&e) { Ok(true) } else { Err(e.into()) }
-            }
-        }
+        by.exists().then_some((file, by))
     }
-}
 
-/// Creates through a named file beside the path, removed once linked or on failure.
-fn create_named(dir: &Path, name: &str, path: &Path, page_size: usize) -> Result<()> {
-    let (file, new) = new_file(dir, name)?;
-    let new = Removed(new);
-    initialise(&file, &new.0, page_size)?;
-    drop(file);
-    match std::fs::hard_link(&new.0, path) {
-        Ok(()) => Ok(()),
-        Err(e) if taken(&e) => Ok(()),
-        // A file system without hard links: renaming cannot refuse an existing target,
-        // so it is used only when there still is none.
-        Err(_) if !path.exists() => Ok(std::fs::rename(&new.0, path)?),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// A new, empty file in `dir` whose name no other creator uses.
-fn new_file(dir: &Path, name: &str) -> io::Result<(File, PathBuf)> {
-    let pid = std::process::id();
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(".{name}.{pid}-{n}.creating"));
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(file) => return Ok((file, path)),
-            // Left by a killed process that had the same id: try the next name.
-            Err(e) if taken(&e) && n < 1 << 20 => {}
-            Err(e) => return Err(e),
-        }
+    /// Links the file reached through `by` to `path`.
+    pub(super) fn link(by: &Path, path: &Path) -> io::Result<()> {
+        nix::unistd::linkat(AT_FDCWD, by, AT_FDCWD, path, AtFlags::AT_SYMLINK_FOLLOW)
+            .map_err(io::Error::from)
     }
 }
 
@@ -211,7 +245,9 @@ mod tests {
     fn the_named_route_also_leaves_only_the_database() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("named.cairn");
-        create_named(dir.path(), "named.cairn", &path, 4096)?;
+        let new = NewFile::named(dir.path().to_path_buf(), "named.cairn")?;
+        recovery::initialise(&new.storage()?, 4096)?;
+        assert!(new.link(&path)?);
         assert_eq!(names(dir.path())?, ["named.cairn"]);
         // Created a second time, the first database is kept.
         let db = Database::open(&path)?;
@@ -219,7 +255,9 @@ mod tests {
         w.create_table("kept")?;
         w.commit()?;
         drop(db);
-        create_named(dir.path(), "named.cairn", &path, 4096)?;
+        let new = NewFile::named(dir.path().to_path_buf(), "named.cairn")?;
+        recovery::initialise(&new.storage()?, 4096)?;
+        assert!(!new.link(&path)?, "the path is taken");
         assert_eq!(names(dir.path())?, ["named.cairn"]);
         let db = Database::open(&path)?;
         assert_eq!(

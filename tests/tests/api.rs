@@ -481,3 +481,43 @@ fn a_read_only_handle_follows_commits_and_its_pins_hold_pages() -> Result<(), Er
     assert_eq!(db.stats()?.oldest_reader_txid, None);
     Ok(())
 }
+
+#[test]
+fn a_backup_that_fails_leaves_no_file() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let src = dir.path().join("src.cairn");
+    let db = Database::builder().page_size(1024).create(&src)?;
+    let mut w = db.begin_write()?;
+    for (name, n) in [("a", 10u32), ("b", 5_000)] {
+        w.create_table(name)?;
+        let mut t = w.open_table(name)?;
+        for i in 0..n {
+            t.insert(&i.to_be_bytes(), &[7u8; 40])?;
+        }
+    }
+    w.commit()?;
+    // A leaf of table b damaged: the copy of table a succeeds, then b's fails.
+    let leaf = db
+        .pages()?
+        .into_iter()
+        .filter(|p| p.kind == "leaf" && p.owner == "b")
+        .map(|p| p.page)
+        .nth(10)
+        .ok_or("table b has leaves")?;
+    drop(db);
+    let mut bytes = std::fs::read(&src)?;
+    let at = usize::try_from(leaf)? * 1024 + 600;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&src, &bytes)?;
+    let db = Database::open(&src)?;
+    let dst = dir.path().join("copy.cairn");
+    match db.backup(&dst) {
+        Err(Error::Corruption { .. }) => {}
+        other => return Err(format!("expected the damage found, got {other:?}").into()),
+    }
+    let names: Vec<_> = std::fs::read_dir(dir.path())?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(names, ["src.cairn"], "no partial backup, no stray file");
+    Ok(())
+}
