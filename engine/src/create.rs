@@ -25,9 +25,21 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// another process or thread creates it first, theirs is kept and this returns `Ok`: the
 /// caller then opens whichever database is there.
 pub(crate) fn create_file(path: &Path, page_size: usize) -> Result<()> {
-    let new = NewFile::beside(path)?;
+    // A symbolic link to a file yet to be made: the file is created where it points, as
+    // opening with `O_CREAT` would (linking onto the link itself would fail).
+    let mut target = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(to) = std::fs::read_link(&target) else {
+            break;
+        };
+        target = match target.parent() {
+            Some(dir) => dir.join(to),
+            None => to,
+        };
+    }
+    let new = NewFile::beside(&target)?;
     recovery::initialise(&new.storage()?, page_size)?;
-    new.link(path)?;
+    new.link(&target)?;
     Ok(())
 }
 
@@ -265,6 +277,23 @@ mod tests {
             1,
             "the first database kept"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_link_to_a_file_yet_to_be_made_gets_the_database_where_it_points() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir(dir.path().join("data"))?;
+        let link = dir.path().join("db.cairn");
+        std::os::unix::fs::symlink("data/real.cairn", &link)?;
+        let db = Database::create(&link)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        drop(db);
+        let real = Database::open(dir.path().join("data/real.cairn"))?;
+        assert_eq!(real.begin_read()?.list_tables()?.len(), 1);
+        assert!(std::fs::symlink_metadata(&link)?.file_type().is_symlink());
         Ok(())
     }
 }
