@@ -82,6 +82,7 @@ impl NewFile {
     /// A new file with a name of its own, for file systems without unnamed files.
     fn named(dir: PathBuf, name: &str) -> Result<NewFile> {
         let pid = std::process::id();
+        let mut attempts = 0;
         loop {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             let path = dir.join(format!(".{name}.{pid}-{n}.creating"));
@@ -100,7 +101,7 @@ impl NewFile {
                     });
                 }
                 // Left by a killed process that had the same id: try the next name.
-                Err(e) if taken(&e) && n < 1 << 20 => {}
+                Err(e) if taken(&e) && attempts < 1000 => attempts += 1,
                 Err(e) => return Err(e.into()),
             }
         }
