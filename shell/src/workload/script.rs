@@ -1,16 +1,21 @@
 //! Writing workload scripts fast: integer keys, generated printable values, one statement
-//! a line.
+//! a line. A script is written beside its path and renamed into place once whole, so that a
+//! `cairn gen` killed or failing half-way leaves the previous script (or none), never a
+//! truncated one that `cairn bench` would run without noticing.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use tempfile::NamedTempFile;
 
 /// A script being written.
 pub struct ScriptWriter {
-    out: BufWriter<File>,
+    out: BufWriter<NamedTempFile>,
+    /// Where the script goes once whole.
+    path: PathBuf,
     /// Printable bytes that values are sliced from (a value of key `k` starts at `k % 64`).
     values: Vec<u8>,
     /// Keys as `'user000000000042'` text instead of 8-byte integers.
@@ -43,10 +48,21 @@ impl ScriptWriter {
         let values = (0..max_value + 64)
             .map(|_| b'a' + rng.random_range(0..26))
             .collect();
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        // Mode 0666 less the umask, as `File::create` would give (a temporary file's own
+        // default is 0600).
+        let file = tempfile::Builder::new()
+            .prefix(".cairn-gen-")
+            .permissions(std::fs::Permissions::from_mode(0o666))
+            .tempfile_in(dir)?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
         writeln!(out, "-- {title}")?;
         Ok(ScriptWriter {
             out,
+            path: path.to_path_buf(),
             values,
             text_keys,
             statements: 0,
@@ -122,8 +138,52 @@ impl ScriptWriter {
         Ok(())
     }
 
-    pub fn finish(mut self) -> io::Result<u64> {
-        self.out.flush()?;
+    /// Gives the script its name. Until then (and if this is never called) no file is at
+    /// the path, or the one that was there before.
+    pub fn finish(self) -> io::Result<u64> {
+        let file = self
+            .out
+            .into_inner()
+            .map_err(io::IntoInnerError::into_error)?;
+        file.persist(&self.path).map_err(|e| e.error)?;
         Ok(self.statements)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn writer(path: &Path) -> io::Result<ScriptWriter> {
+        ScriptWriter::create(path, "test", 8, 1, false)
+    }
+
+    #[test]
+    fn a_script_appears_whole_or_not_at_all() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("w.run.cq");
+        std::fs::write(&path, "GET 1\n")?;
+
+        // Abandoned half-way (as by an error): the old script stays, nothing else is left.
+        let mut w = writer(&path)?;
+        w.load(0..10_000, 8, 100)?;
+        assert_eq!(std::fs::read_to_string(&path)?, "GET 1\n");
+        drop(w);
+        assert_eq!(std::fs::read_to_string(&path)?, "GET 1\n");
+        assert_eq!(std::fs::read_dir(dir.path())?.count(), 1);
+
+        // Finished: the new script, whole, with the mode a plain new file gets.
+        let mut w = writer(&path)?;
+        w.get(7)?;
+        assert_eq!(w.finish()?, 1);
+        assert_eq!(std::fs::read_to_string(&path)?, "-- test\nGET 7\n");
+        let plain = dir.path().join("plain");
+        std::fs::File::create(&plain)?;
+        assert_eq!(
+            std::fs::metadata(&path)?.mode() & 0o777,
+            std::fs::metadata(&plain)?.mode() & 0o777
+        );
+        Ok(())
     }
 }
