@@ -188,7 +188,7 @@ impl Builder {
             commits: AtomicU64::new(0),
             group: Mutex::default(),
             group_cv: Condvar::new(),
-            group_arrival: Condvar::new(),
+            group_waiting: std::sync::atomic::AtomicUsize::new(0),
         };
         let db = Database {
             inner: Arc::new(inner),
@@ -333,8 +333,9 @@ pub(crate) struct Inner {
     /// Batches waiting to be committed together (see `group.rs`).
     pub group: Mutex<crate::group::GroupQueue>,
     pub group_cv: Condvar,
-    /// Signalled when a batch joins the queue (a leader may be waiting for it).
-    pub group_arrival: Condvar,
+    /// How many batches wait in the queue, for a gathering leader to poll without its
+    /// lock.
+    pub group_waiting: std::sync::atomic::AtomicUsize,
 }
 
 impl Inner {

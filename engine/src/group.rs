@@ -8,6 +8,8 @@
 //! the same for one commit as for ten is then shared by all of them.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -128,9 +130,30 @@ pub(crate) struct GroupQueue {
     waiting: Vec<(u64, Batch)>,
     done: HashMap<u64, Outcome>,
     leading: bool,
-    /// How many batches the last group held.
-    last_group: usize,
+    /// How many batches the last few groups held, the newest at `groups % RECENT`.
+    recent: [usize; RECENT],
+    groups: usize,
 }
+
+impl GroupQueue {
+    /// How many batches a leader waits for: as many as the largest of the last few groups
+    /// held. (The last group alone would do, but a thread late for one group would then
+    /// make every later group a batch short: each waits for as many as the one before.)
+    fn expected(&self) -> usize {
+        self.recent.iter().copied().max().unwrap_or(0)
+    }
+
+    fn take_group(&mut self, waiting: &AtomicUsize) -> Vec<(u64, Batch)> {
+        let group = std::mem::take(&mut self.waiting);
+        waiting.store(0, Relaxed);
+        self.recent[self.groups % RECENT] = group.len();
+        self.groups = self.groups.wrapping_add(1);
+        group
+    }
+}
+
+/// How many groups' sizes the next leader looks back on.
+const RECENT: usize = 4;
 
 /// How long a leader waits at most for the batches it expects.
 const GATHER: Duration = Duration::from_micros(100);
@@ -196,29 +219,28 @@ impl Database {
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
         queue.waiting.push((ticket, batch));
-        inner.group_arrival.notify_one();
+        inner.group_waiting.store(queue.waiting.len(), Relaxed);
         loop {
             if let Some(outcome) = queue.done.remove(&ticket) {
                 return outcome;
             }
             if !queue.leading {
                 queue.leading = true;
-                // The threads the last group released are about to submit again: wait a
-                // moment for as many batches as it held, so that they share this sync.
-                let deadline = Instant::now() + GATHER;
-                while queue.waiting.len() < queue.last_group {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
+                // The threads the last groups released are about to submit again: wait a
+                // moment for as many batches as those held, so that they share this sync.
+                // The leader polls, yielding its processor to them, rather than sleeping:
+                // a sleeper woken by the last arrival took 50–100 µs more to run again.
+                let expected = queue.expected();
+                if queue.waiting.len() < expected {
+                    drop(queue);
+                    let deadline = Instant::now() + GATHER;
+                    while inner.group_waiting.load(Relaxed) < expected && Instant::now() < deadline
+                    {
+                        std::thread::yield_now();
                     }
-                    queue = inner
-                        .group_arrival
-                        .wait_timeout(queue, left)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
+                    queue = inner.group();
                 }
-                let group = std::mem::take(&mut queue.waiting);
-                queue.last_group = group.len();
+                let group = queue.take_group(&inner.group_waiting);
                 drop(queue);
                 let leading = Leading {
                     inner,
@@ -406,6 +428,30 @@ pub(crate) mod tests {
         }
         assert_eq!(get(&db, b"k2")?, None);
         Ok(())
+    }
+
+    #[test]
+    fn a_leader_expects_as_many_batches_as_the_largest_recent_group() {
+        let mut queue = GroupQueue::default();
+        let waiting = AtomicUsize::new(0);
+        assert_eq!(queue.expected(), 0, "a first group waits for nobody");
+        let mut group_of = |queue: &mut GroupQueue, n: u64| {
+            queue.waiting = (0..n).map(|t| (t, Batch::new())).collect();
+            waiting.store(queue.waiting.len(), Relaxed);
+            assert_eq!(queue.take_group(&waiting).len() as u64, n);
+            assert_eq!(waiting.load(Relaxed), 0);
+            assert!(queue.waiting.is_empty());
+        };
+        group_of(&mut queue, 4);
+        group_of(&mut queue, 3);
+        // A thread late for one group does not make the next group smaller.
+        assert_eq!(queue.expected(), 4);
+        for (n, expected) in [(1, 4), (1, 4), (1, 3), (1, 1)] {
+            group_of(&mut queue, n);
+            assert_eq!(queue.expected(), expected);
+        }
+        group_of(&mut queue, 2);
+        assert_eq!(queue.expected(), 2);
     }
 
     #[test]
