@@ -435,7 +435,7 @@ pub(crate) mod tests {
         let mut queue = GroupQueue::default();
         let waiting = AtomicUsize::new(0);
         assert_eq!(queue.expected(), 0, "a first group waits for nobody");
-        let mut group_of = |queue: &mut GroupQueue, n: u64| {
+        let group_of = |queue: &mut GroupQueue, n: u64| {
             queue.waiting = (0..n).map(|t| (t, Batch::new())).collect();
             waiting.store(queue.waiting.len(), Relaxed);
             assert_eq!(queue.take_group(&waiting).len() as u64, n);
