@@ -48,6 +48,9 @@ impl ScriptWriter {
         let values = (0..max_value + 64)
             .map(|_| b'a' + rng.random_range(0..26))
             .collect();
+        // A symbolic link to an existing script is written through, as `File::create`
+        // would, rather than replaced by the rename.
+        let path = &std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
@@ -184,6 +187,22 @@ mod tests {
             std::fs::metadata(&path)?.mode() & 0o777,
             std::fs::metadata(&plain)?.mode() & 0o777
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_link_to_a_script_is_written_through() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir(dir.path().join("scripts"))?;
+        let real = dir.path().join("scripts/real.cq");
+        std::fs::write(&real, "GET 1\n")?;
+        let link = dir.path().join("link.cq");
+        std::os::unix::fs::symlink("scripts/real.cq", &link)?;
+        let mut w = writer(&link)?;
+        w.get(9)?;
+        w.finish()?;
+        assert!(std::fs::symlink_metadata(&link)?.file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&real)?, "-- test\nGET 9\n");
         Ok(())
     }
 }
