@@ -56,11 +56,15 @@ impl ScriptWriter {
             _ => Path::new("."),
         };
         // Mode 0666 less the umask, as `File::create` would give (a temporary file's own
-        // default is 0600).
+        // default is 0600); a script written over keeps the old one's mode, as it would
+        // with `File::create`.
         let file = tempfile::Builder::new()
             .prefix(".cairn-gen-")
             .permissions(std::fs::Permissions::from_mode(0o666))
             .tempfile_in(dir)?;
+        if let Ok(old) = std::fs::metadata(path) {
+            file.as_file().set_permissions(old.permissions())?;
+        }
         let mut out = BufWriter::with_capacity(1 << 20, file);
         writeln!(out, "-- {title}")?;
         Ok(ScriptWriter {
@@ -187,6 +191,20 @@ mod tests {
             std::fs::metadata(&path)?.mode() & 0o777,
             std::fs::metadata(&plain)?.mode() & 0o777
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_script_written_over_keeps_its_mode() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("x.cq");
+        std::fs::write(&path, "GET 1\n")?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750))?;
+        let mut w = writer(&path)?;
+        w.get(2)?;
+        w.finish()?;
+        assert_eq!(std::fs::read_to_string(&path)?, "-- test\nGET 2\n");
+        assert_eq!(std::fs::metadata(&path)?.mode() & 0o777, 0o750);
         Ok(())
     }
 
