@@ -38,6 +38,7 @@ mod lock;
 mod oplog;
 mod page_map;
 mod pager;
+mod poll;
 mod read_txn;
 mod readers;
 mod recovery;

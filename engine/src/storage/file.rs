@@ -101,6 +101,16 @@ impl FileStorage {
         Ok(self)
     }
 
+    /// Whether a durable write's caller polls for its completion before it sleeps (see
+    /// `Builder::poll_waits`).
+    pub fn poll_waits(self, yes: bool) -> FileStorage {
+        #[cfg(target_os = "linux")]
+        if let Some(ring) = self.direct.as_ref().and_then(|d| d.ring.as_ref()) {
+            ring.set_polling(yes);
+        }
+        self
+    }
+
     /// The underlying file.
     pub fn file(&self) -> &File {
         &self.file
