@@ -1,14 +1,14 @@
-//! Waiting by polling, for the short waits of a durable commit. A thread that sleeps until
-//! another wakes it (or until the disk's interrupt does) runs again only once the kernel
-//! has scheduled it, late on a virtual machine whose processors were idle meanwhile. On
-//! the development machine (twenty-third session), group commits of four threads spent
-//! 34–58 µs gathering the batches of the threads the last group released, 5–6 µs when
-//! those polled, and the leader's wait for its record took 155–198 µs asleep, 102–108 µs
-//! while the others polled. A thread that polls yields its processor between tries. Polling spends an
-//! otherwise idle processor, so it is bounded: about twice as long as the same wait took
-//! last time, after which the waiter sleeps as before; not at all when that would be more
-//! than [`MAX`] (a slow disk, whose waits a late wake-up hardly lengthens), nor when the
-//! database was opened with `Builder::poll_waits(false)`.
+//! Waiting by polling, for the short waits of a durable commit. A thread that sleeps
+//! until another wakes it (or until the disk's interrupt does) runs again only once the
+//! kernel has scheduled it, late on a virtual machine whose processors were idle
+//! meanwhile. On the development machine (twenty-third session), group commits of four
+//! threads spent 34–58 µs gathering the batches of the threads the last group released,
+//! 5–6 µs when those polled; the leader's wait for its record took 155–198 µs asleep,
+//! 102–108 µs while the others polled. A thread that polls yields its processor between
+//! tries. Polling spends an otherwise idle processor, so it is bounded: about twice as
+//! long as the same wait took last time, after which the waiter sleeps as before; not at
+//! all when that would be more than [`MAX`] (a slow disk, whose waits a late wake-up
+//! hardly lengthens), nor when the database was opened with `Builder::poll_waits(false)`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
