@@ -103,8 +103,8 @@ impl Ring {
         // A panic in `meanwhile` waits for the write too before it goes on unwinding.
         let during = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut *meanwhile));
         // The completion, polled for about twice as long as the last write took, then slept
-        // for (see `poll.rs`): single-put durable commits on one thread ran 15–35 % faster
-        // polling than asleep. Each yield enters the kernel, which posts the completion.
+        // for (see `poll.rs`): single-put durable commits on one thread ran 3–35 % faster
+        // polling than asleep (six alternations). Each yield enters the kernel, which posts the completion.
         self.write_time.poll(|| !ring.completion().is_empty());
         let written = loop {
             if let Some(done) = ring.completion().next() {
