@@ -104,7 +104,8 @@ impl Ring {
         let during = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut *meanwhile));
         // The completion, polled for about twice as long as the last write took, then slept
         // for (see `poll.rs`): single-put durable commits on one thread ran 3–35 % faster
-        // polling than asleep (six alternations). Each yield enters the kernel, which posts the completion.
+        // polling than asleep (six alternations). Each yield enters the kernel, which
+        // posts the completion then.
         self.write_time.poll(|| !ring.completion().is_empty());
         let written = loop {
             if let Some(done) = ring.completion().next() {
