@@ -82,9 +82,10 @@ impl Builder {
     /// disk, or the group commit its batch joined — polls for the end of the wait, yielding
     /// its processor between tries, before it sleeps (default `true`). A sleeping thread
     /// can run again tens of microseconds after it is woken, the more on a virtual
-    /// machine, which slows every durable commit and keeps threads out of the next group;
-    /// polling spends a processor for about as long as the last such wait took (never when
-    /// that was over half a millisecond). `false` sleeps at once, for the least CPU time.
+    /// machine, which slows every durable commit and keeps threads out of the next group.
+    /// A polling thread keeps a processor busy until the wait ends, for at most about
+    /// twice as long as the last such wait took (and not at all when that was over half a
+    /// millisecond). `false` sleeps at once, for the least CPU time.
     pub fn poll_waits(mut self, yes: bool) -> Self {
         self.poll_waits = yes;
         self

@@ -108,6 +108,8 @@ impl FileStorage {
         if let Some(ring) = self.direct.as_ref().and_then(|d| d.ring.as_ref()) {
             ring.set_polling(yes);
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = yes;
         self
     }
 
