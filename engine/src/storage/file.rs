@@ -487,6 +487,27 @@ mod tests {
         FileStorage::new(file)?.with_durable_writes(path)
     }
 
+    /// `poll_waits(false)` reaches the ring: its writes' waits sleep at once.
+    #[test]
+    fn polling_for_durable_writes_can_be_turned_off() -> io::Result<()> {
+        let (_dir, _path, storage) = durable_file()?;
+        let limit = |s: &FileStorage| {
+            s.direct
+                .as_ref()
+                .and_then(|d| d.ring.as_ref())
+                .map(super::super::ring::Ring::poll_limit)
+        };
+        // (Without an `io_uring` from this kernel there is no ring, and nothing polls.)
+        if let Some(on) = limit(&storage) {
+            assert!(on > std::time::Duration::ZERO);
+            let storage = storage.poll_waits(false);
+            assert_eq!(limit(&storage), Some(std::time::Duration::ZERO));
+            let storage = storage.poll_waits(true);
+            assert_eq!(limit(&storage), Some(on));
+        }
+        Ok(())
+    }
+
     #[test]
     fn durable_writes_go_to_the_same_file() -> io::Result<()> {
         let (_dir, path, storage) = durable_file()?;

@@ -56,6 +56,12 @@ impl Ring {
         self.write_time.set_enabled(yes);
     }
 
+    /// How long the next write's wait would poll.
+    #[cfg(test)]
+    pub(super) fn poll_limit(&self) -> std::time::Duration {
+        self.write_time.limit()
+    }
+
     /// Writes `buf[range]` at `offset` of `file` and runs `meanwhile` while the write is
     /// under way; returns when both are done. `None` when the write could not be started
     /// (`meanwhile` has not run then, and nothing was written).
