@@ -490,6 +490,16 @@ pub(crate) mod tests {
         Ok(())
     }
 
+    /// `poll_waits(false)` reaches the group queue: threads waiting for a group sleep at once.
+    #[test]
+    fn waiting_for_a_group_polls_unless_turned_off() -> Result<()> {
+        let on = Database::builder().in_memory()?;
+        assert!(on.inner.group_time.limit() > Duration::ZERO);
+        let off = Database::builder().poll_waits(false).in_memory()?;
+        assert_eq!(off.inner.group_time.limit(), Duration::ZERO);
+        Ok(())
+    }
+
     fn many_threads_on(db: &Database) -> Result<()> {
         with_table(db)?;
         std::thread::scope(|s| -> Result<()> {
