@@ -7,12 +7,15 @@
 //! On Linux the new file has no name until it is linked (`O_TMPFILE`), so a killed creator
 //! leaves nothing behind. Where the file system cannot do that, it is named
 //! `.<name>.<pid>-<n>.creating` in the same directory, and a creator killed before removing
-//! that name leaves it: a megabyte or so, never opened by Cairn, safe to delete.
+//! that name leaves it: a megabyte or so, never opened by Cairn, safe to delete. The next
+//! creation of the same path (or backup to it) removes such files once their process is
+//! gone and they are ten minutes old.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::recovery;
@@ -67,6 +70,7 @@ impl NewFile {
             )
             .into());
         };
+        remove_abandoned(&dir, &name.to_string_lossy());
         #[cfg(target_os = "linux")]
         if let Some((file, by)) = unnamed::open(&dir) {
             return Ok(NewFile {
@@ -142,6 +146,53 @@ impl NewFile {
     }
 }
 
+/// How old a named new file of a process that is gone must be before it counts as
+/// abandoned: a creator on another machine sharing the directory has no process here, and
+/// creating takes milliseconds, so one this old is not being written.
+const ABANDONED_AFTER: Duration = Duration::from_secs(600);
+
+/// Removes the named new files for `name` in `dir` that a killed creator left: those whose
+/// process is gone, last written [`ABANDONED_AFTER`] ago or longer. Best effort: a file it
+/// cannot read or remove is left.
+fn remove_abandoned(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|f| f.strip_suffix(".creating"))
+            .and_then(|f| f.split_once('-'))
+            .filter(|(_, n)| n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty())
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= ABANDONED_AFTER);
+        if old && pid > 0 && !process_alive(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` exists on this machine (one that is not ours to signal does).
+fn process_alive(pid: i32) -> bool {
+    use nix::errno::Errno;
+    use nix::sys::signal::kill;
+    !matches!(
+        kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(Errno::ESRCH)
+    )
+}
+
 /// Whether a link or rename into place found the path taken.
 fn taken(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::AlreadyExists
@@ -210,6 +261,42 @@ mod tests {
         w.create_table("t")?;
         w.commit()?;
         assert_eq!(names(dir.path())?, ["new.cairn"]);
+        Ok(())
+    }
+
+    /// A killed creator's named file goes once its process is gone and it is old; a file
+    /// that is recent, or whose process lives, or that is not a new file for this path,
+    /// stays.
+    #[test]
+    fn an_abandoned_new_file_is_removed_by_the_next_creation() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let long_ago = std::time::SystemTime::now() - 2 * ABANDONED_AFTER;
+        // No process has this id (Linux allows at most 2^22).
+        let gone = i32::MAX;
+        let ours = std::process::id();
+        let make = |name: &str, old: bool| -> io::Result<()> {
+            let f = File::create(dir.path().join(name))?;
+            if old {
+                f.set_modified(long_ago)?;
+            }
+            Ok(())
+        };
+        make(&format!(".db.cairn.{gone}-0.creating"), true)?;
+        make(&format!(".db.cairn.{gone}-1.creating"), false)?;
+        make(&format!(".db.cairn.{ours}-7.creating"), true)?;
+        make(&format!(".other.cairn.{gone}-0.creating"), true)?;
+        make(&format!(".db.cairn.{gone}-x.creating"), true)?;
+        drop(Database::create(dir.path().join("db.cairn"))?);
+        let expected = [
+            format!(".db.cairn.{gone}-1.creating"),
+            format!(".db.cairn.{gone}-x.creating"),
+            format!(".db.cairn.{ours}-7.creating"),
+            format!(".other.cairn.{gone}-0.creating"),
+            "db.cairn".to_owned(),
+        ];
+        let mut expected = expected.to_vec();
+        expected.sort();
+        assert_eq!(names(dir.path())?, expected);
         Ok(())
     }
 
