@@ -261,3 +261,38 @@ fn text_keys_are_zero_padded_so_that_they_sort_like_numbers() {
         Some(2)
     );
 }
+
+/// `--wait sleep` reaches the database: the run's commits all land and the summary says how
+/// they waited; the default polls; anything else is refused.
+#[test]
+fn bench_waits_by_polling_or_sleeping() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let script = dir.path().join("w.cq");
+    let src: String = (0..100).map(|i| format!("PUT {i} 'v'\n")).collect();
+    std::fs::write(&script, src).unwrap_or_else(|e| panic!("{e}"));
+    for (args, wait) in [(vec!["--wait", "sleep"], "sleep"), (vec![], "poll")] {
+        let mut all = vec![
+            "bench",
+            path(&script),
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--threads",
+            "2",
+            "--format",
+            "json",
+        ];
+        all.extend(args);
+        let o = cairn(&all);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let json: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(json["summary"]["waits"], wait);
+        assert_eq!(json["statements"][0]["count"], 200, "2 threads x 100 puts");
+        assert_eq!(json["statements"][0]["errors"], 0);
+    }
+    let o = cairn(&["bench", path(&script), "--wait", "nap"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--wait takes poll or sleep"));
+}

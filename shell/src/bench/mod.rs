@@ -28,6 +28,9 @@ Options:
   --warmup N           runs before those, not reported (default 1)
   --threads N          concurrent copies of the RUN scripts (default: one per script)
   --durability D       immediate or eventual (default immediate)
+  --wait W             how a durable commit waits for the disk and for its group: poll
+                       (yielding the processor a short while before sleeping; the
+                       default) or sleep (the least CPU time)
   --page-size BYTES    page size of the fresh database (default 4096)
   --db FILE            run against FILE instead of a fresh temporary database
   --memory             run against an in-memory database
@@ -52,6 +55,7 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
         threads: 1,
         durability: Durability::Immediate,
         page_size: 4096,
+        poll_waits: true,
         db: None,
         memory: false,
     };
@@ -71,6 +75,13 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
                     Some("immediate") => Durability::Immediate,
                     Some("eventual") => Durability::Eventual,
                     other => bail!("--durability takes immediate or eventual, not {other:?}"),
+                }
+            }
+            "wait" => {
+                plan.poll_waits = match it.next().map(String::as_str) {
+                    Some("poll") => true,
+                    Some("sleep") => false,
+                    other => bail!("--wait takes poll or sleep, not {other:?}"),
                 }
             }
             "db" => plan.db = Some(it.next().context("--db needs a file")?.into()),
@@ -138,6 +149,7 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
             Durability::Immediate => "immediate",
             Durability::Eventual => "eventual",
         },
+        wait: if plan.poll_waits { "poll" } else { "sleep" },
         warmup,
     };
     let text = report::render(format, &ctx, &measured);

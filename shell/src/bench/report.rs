@@ -34,6 +34,8 @@ pub struct Context<'a> {
     pub setup: Option<String>,
     pub threads: usize,
     pub durability: &'a str,
+    /// How durable commits waited: `poll` or `sleep`.
+    pub wait: &'a str,
     pub warmup: usize,
 }
 
@@ -108,6 +110,7 @@ pub fn render(format: Format, ctx: &Context<'_>, runs: &[RunResult]) -> String {
         ("setup", ctx.setup.clone().unwrap_or_else(|| "none".into())),
         ("threads", ctx.threads.to_string()),
         ("durability", ctx.durability.to_owned()),
+        ("waits", ctx.wait.to_owned()),
         (
             "runs (after warm-up)",
             format!("{} (+{})", runs.len(), ctx.warmup),

@@ -96,6 +96,8 @@ pub struct Plan {
     pub threads: usize,
     pub durability: Durability,
     pub page_size: usize,
+    /// Whether durable commits poll for the end of their waits (`Builder::poll_waits`).
+    pub poll_waits: bool,
     /// A database to run against instead of a fresh one each run.
     pub db: Option<PathBuf>,
     pub memory: bool,
@@ -144,7 +146,8 @@ pub fn run_once(
     let dir = tempfile::tempdir()?;
     let builder = Database::builder()
         .durability(plan.durability)
-        .page_size(plan.page_size);
+        .page_size(plan.page_size)
+        .poll_waits(plan.poll_waits);
     let db = match (&plan.db, plan.memory) {
         (_, true) => builder.in_memory()?,
         (Some(path), false) => builder.create(path)?,
