@@ -19,6 +19,13 @@ fn path(p: &Path) -> &str {
     p.to_str().unwrap_or_default()
 }
 
+/// `cairn bench SCRIPT` for one run without warm-up, with `extra` options.
+fn bench_once(script: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["bench", path(script), "--runs", "1", "--warmup", "0"];
+    args.extend(extra);
+    cairn(&args)
+}
+
 #[test]
 fn every_workload_generates_scripts_that_run_without_errors() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -149,16 +156,7 @@ fn bench_reports_latency_percentiles_and_io_in_json() {
         json["summary"]["fsyncs per run"], json["summary"]["commits per run"],
         "one fsync per durable commit"
     );
-    let md = cairn(&[
-        "bench",
-        path(&script),
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-        "--format",
-        "markdown",
-    ]);
+    let md = bench_once(&script, &["--format", "markdown"]);
     let md_text = text(&md.stdout);
     let tables: Vec<Vec<&str>> = md_text
         .split("\n\n")
@@ -178,19 +176,7 @@ fn bench_reports_latency_percentiles_and_io_in_json() {
             "a Markdown rule under the header"
         );
     }
-    let csv = text(
-        &cairn(&[
-            "bench",
-            path(&script),
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--format",
-            "csv",
-        ])
-        .stdout,
-    );
+    let csv = text(&bench_once(&script, &["--format", "csv"]).stdout);
     let widths: Vec<usize> = csv.lines().map(|l| l.split(',').count()).collect();
     assert!(widths.iter().all(|w| *w == 10), "{csv}");
     let o = cairn(&["bench", path(&script), "--format", "yaml"]);
@@ -271,20 +257,9 @@ fn bench_waits_by_polling_or_sleeping() {
     let src: String = (0..100).map(|i| format!("PUT {i} 'v'\n")).collect();
     std::fs::write(&script, src).unwrap_or_else(|e| panic!("{e}"));
     for (args, wait) in [(vec!["--wait", "sleep"], "sleep"), (vec![], "poll")] {
-        let mut all = vec![
-            "bench",
-            path(&script),
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--threads",
-            "2",
-            "--format",
-            "json",
-        ];
+        let mut all = vec!["--threads", "2", "--format", "json"];
         all.extend(args);
-        let o = cairn(&all);
+        let o = bench_once(&script, &all);
         assert!(o.status.success(), "{}", text(&o.stderr));
         let json: serde_json::Value =
             serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}"));
