@@ -287,14 +287,13 @@ mod tests {
         make(&format!(".other.cairn.{gone}-0.creating"), true)?;
         make(&format!(".db.cairn.{gone}-x.creating"), true)?;
         drop(Database::create(dir.path().join("db.cairn"))?);
-        let expected = [
+        let mut expected = vec![
             format!(".db.cairn.{gone}-1.creating"),
             format!(".db.cairn.{gone}-x.creating"),
             format!(".db.cairn.{ours}-7.creating"),
             format!(".other.cairn.{gone}-0.creating"),
             "db.cairn".to_owned(),
         ];
-        let mut expected = expected.to_vec();
         expected.sort();
         assert_eq!(names(dir.path())?, expected);
         Ok(())

@@ -79,8 +79,9 @@ impl Builder {
     }
 
     /// Whether a thread waiting for a durable commit — its own log record on its way to the
-    /// disk, or the group commit its batch joined — polls for the end of the wait, yielding
-    /// its processor between tries, before it sleeps (default `true`). A sleeping thread
+    /// disk, the group commit its batch joined, or (leading a group) the batches it expects
+    /// — polls for the end of the wait, yielding its processor between tries, before it
+    /// sleeps (default `true`). A sleeping thread
     /// can run again tens of microseconds after it is woken, the more on a virtual
     /// machine, which slows every durable commit and keeps threads out of the next group.
     /// A polling thread keeps a processor busy until the wait ends, for at most about
@@ -203,6 +204,7 @@ impl Builder {
             commits: AtomicU64::new(0),
             group: Mutex::default(),
             group_cv: Condvar::new(),
+            group_arrival: Condvar::new(),
             group_waiting: std::sync::atomic::AtomicUsize::new(0),
             groups_done: AtomicU64::new(0),
             group_time: crate::poll::PollBound::default(),
@@ -353,6 +355,8 @@ pub(crate) struct Inner {
     /// Batches waiting to be committed together (see `group.rs`).
     pub group: Mutex<crate::group::GroupQueue>,
     pub group_cv: Condvar,
+    /// Signalled when a batch joins the queue, for a leader gathering asleep (polling off).
+    pub group_arrival: Condvar,
     /// How many batches wait in the queue, for a gathering leader to poll without its
     /// lock.
     pub group_waiting: std::sync::atomic::AtomicUsize,

@@ -221,25 +221,19 @@ impl Database {
         queue.next_ticket += 1;
         queue.waiting.push((ticket, batch));
         inner.group_waiting.store(queue.waiting.len(), Relaxed);
+        if !inner.group_time.enabled() {
+            // A leader may be asleep, gathering (with polling, it watches the count).
+            inner.group_arrival.notify_one();
+        }
         loop {
             if let Some(outcome) = queue.done.remove(&ticket) {
                 return outcome;
             }
             if !queue.leading {
                 queue.leading = true;
-                // The threads the last groups released are about to submit again: wait a
-                // moment for as many batches as those held, so that they share this sync.
-                // The leader polls, yielding its processor to them, rather than sleeping:
-                // a sleeper woken by the last arrival took 50–100 µs more to run again.
                 let expected = queue.expected();
                 if queue.waiting.len() < expected {
-                    drop(queue);
-                    let deadline = Instant::now() + GATHER;
-                    while inner.group_waiting.load(Relaxed) < expected && Instant::now() < deadline
-                    {
-                        std::thread::yield_now();
-                    }
-                    queue = inner.group();
+                    queue = gather(inner, queue, expected);
                 }
                 let group = queue.take_group(&inner.group_waiting);
                 drop(queue);
@@ -305,6 +299,36 @@ impl Database {
             Err(e) => fail_all(group, &e),
         }
     }
+}
+
+/// Waits at most [`GATHER`] for `expected` batches to be waiting: the threads the last
+/// groups released are about to submit again, and they then share this group's sync. The
+/// leader polls the count, yielding its processor to them (a sleeper woken by the last
+/// arrival took 50–100 µs more to run again), or sleeps until each arrival when the
+/// database does not poll its waits.
+fn gather<'a>(
+    inner: &'a Inner,
+    mut queue: MutexGuard<'a, GroupQueue>,
+    expected: usize,
+) -> MutexGuard<'a, GroupQueue> {
+    if inner.group_time.enabled() {
+        drop(queue);
+        crate::poll::poll_for(GATHER, || inner.group_waiting.load(Relaxed) >= expected);
+        return inner.group();
+    }
+    let deadline = Instant::now() + GATHER;
+    while queue.waiting.len() < expected {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        queue = inner
+            .group_arrival
+            .wait_timeout(queue, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+    queue
 }
 
 /// Applies one batch. The outer error fails the group (the transaction is then in an

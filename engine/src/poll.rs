@@ -35,7 +35,7 @@ impl PollBound {
         self.last_nanos.store(nanos, Relaxed);
     }
 
-    /// Whether waits poll at all.
+    /// Turns polling on or off.
     pub fn set_enabled(&self, yes: bool) {
         self.off.store(!yes, Relaxed);
     }
@@ -43,26 +43,37 @@ impl PollBound {
     /// How long the next wait polls before it sleeps.
     pub fn limit(&self) -> Duration {
         let twice = Duration::from_nanos(self.last_nanos.load(Relaxed).saturating_mul(2));
-        if self.off.load(Relaxed) || twice > MAX {
+        if !self.enabled() || twice > MAX {
             Duration::ZERO
         } else {
             twice.max(MIN)
         }
     }
 
+    /// Whether waits poll at all.
+    pub fn enabled(&self) -> bool {
+        !self.off.load(Relaxed)
+    }
+
     /// Tries `done` until it returns `true` (then `true`) or the bound has passed (`false`),
     /// yielding the processor between tries.
-    pub fn poll(&self, mut done: impl FnMut() -> bool) -> bool {
-        let deadline = Instant::now() + self.limit();
-        loop {
-            if done() {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::yield_now();
+    pub fn poll(&self, done: impl FnMut() -> bool) -> bool {
+        poll_for(self.limit(), done)
+    }
+}
+
+/// Tries `done` until it returns `true` (then `true`) or `limit` has passed (`false`),
+/// yielding the processor between tries.
+pub(crate) fn poll_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if done() {
+            return true;
         }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::yield_now();
     }
 }
 
