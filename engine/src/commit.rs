@@ -82,7 +82,7 @@ const SCATTERED_RUN: u64 = 8;
 /// commit (its long runs too, at the file's end) are likely rewritten one at a time by the
 /// next such commits, so they are given page-sized blocks. A commit of long runs
 /// (sequential loads) keeps its few large writes. (1,000,000 random 1 KiB values in
-/// batches of 2,000: README, twentieth session.)
+/// batches of 2,000: docs/benchmark-history.md, twentieth session.)
 fn pages_per_write(out: &[(u64, Box<[u8]>)], page_size: usize) -> usize {
     let (mut runs, mut pages, mut next) = (0, 0, None);
     for (page, bytes) in out {

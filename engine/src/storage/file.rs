@@ -208,7 +208,8 @@ impl Storage for FileStorage {
     /// Whole 512-byte units at a unit's offset go with `O_DIRECT` as well: straight from an
     /// aligned buffer to the disk, then the device's cache flush, without the page cache's
     /// writeback (on the development machine's virtual disk, 512 bytes took 55.9–62.5 µs
-    /// against 73.6–79.4 µs through the page cache: README, fifteenth session).
+    /// against 73.6–79.4 µs through the page cache: docs/benchmark-history.md, fifteenth
+    /// session).
     fn write_durable(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         if let Some(direct) = &self.direct
             && direct.write(offset, data)?
