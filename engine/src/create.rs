@@ -166,7 +166,7 @@ fn remove_abandoned(dir: &Path, name: &str) {
             .and_then(|f| f.strip_prefix(&prefix))
             .and_then(|f| f.strip_suffix(".creating"))
             .and_then(|f| f.split_once('-'))
-            .filter(|(_, n)| n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty())
+            .filter(|(pid, n)| digits(pid) && digits(n))
             .and_then(|(pid, _)| pid.parse::<i32>().ok())
         else {
             continue;
@@ -181,6 +181,11 @@ fn remove_abandoned(dir: &Path, name: &str) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// Whether `s` is a number as Cairn writes one in a name: decimal digits, no sign.
+fn digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Whether process `pid` exists on this machine (one that is not ours to signal does).
@@ -286,10 +291,12 @@ mod tests {
         make(&format!(".db.cairn.{ours}-7.creating"), true)?;
         make(&format!(".other.cairn.{gone}-0.creating"), true)?;
         make(&format!(".db.cairn.{gone}-x.creating"), true)?;
+        make(&format!(".db.cairn.+{gone}-0.creating"), true)?;
         drop(Database::create(dir.path().join("db.cairn"))?);
         let mut expected = vec![
             format!(".db.cairn.{gone}-1.creating"),
             format!(".db.cairn.{gone}-x.creating"),
+            format!(".db.cairn.+{gone}-0.creating"),
             format!(".db.cairn.{ours}-7.creating"),
             format!(".other.cairn.{gone}-0.creating"),
             "db.cairn".to_owned(),

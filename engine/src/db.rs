@@ -86,7 +86,8 @@ impl Builder {
     /// machine, which slows every durable commit and keeps threads out of the next group.
     /// A polling thread keeps a processor busy until the wait ends, for at most about
     /// twice as long as the last such wait took (and not at all when that was over half a
-    /// millisecond). `false` sleeps at once, for the least CPU time.
+    /// millisecond); a leader gathering batches polls for at most 100 µs. `false` sleeps
+    /// at once, for the least CPU time.
     pub fn poll_waits(mut self, yes: bool) -> Self {
         self.poll_waits = yes;
         self
