@@ -144,9 +144,10 @@ impl Snapshot {
         Ok(bytes)
     }
 
-    /// The tree page `r` points at.
+    /// The tree page `r` points at (its first lines asked for: a search is coming).
     pub fn tree_page(&self, r: ChildRef) -> Result<TreePage<'_>> {
         let bytes = self.page(r)?;
+        crate::format::prefetch::page_start(bytes);
         match page_kind(bytes) {
             Some(PageKind::Leaf) => Ok(TreePage::Leaf(LeafPage::new(bytes, r.page)?)),
             Some(PageKind::Branch) => Ok(TreePage::Branch(BranchPage::new(bytes, r.page)?)),
