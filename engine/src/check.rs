@@ -150,6 +150,14 @@ impl Checker<'_> {
                         }
                     }
                 }
+                match b.heads_mismatch() {
+                    Ok(None) => {}
+                    Ok(Some(i)) => self.problem(
+                        r.page,
+                        format!("separator {i} does not match its head or the page's prefix"),
+                    ),
+                    Err(e) => self.problem(r.page, e.to_string()),
+                }
                 if keys.windows(2).any(|w| w[0] >= w[1]) || !keys.iter().all(|k| in_bounds(k)) {
                     self.problem(
                         r.page,

@@ -4,18 +4,15 @@
 use crate::btree::MAX_DEPTH;
 use crate::db::Database;
 use crate::error::{Error, Result};
-use crate::format::{
-    BRANCH_HEADER, ChildRef, Layout, TableMeta, ValueRef, branch_entry_size, decode_freelist,
-    page_kind, page_txid,
-};
+use crate::format::{ChildRef, Layout, TableMeta, ValueRef, decode_freelist, page_kind, page_txid};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage};
 
 /// What one page holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PageInfo {
     pub page: u64,
-    /// `header`, `log`, `branch`, `leaf`, `legacy leaf` (a leaf written before format
-    /// version 4, without key heads), `overflow`, `freelist`, `free` (listed in the
+    /// `header`, `log`, `branch`, `leaf`, `legacy branch` and `legacy leaf` (written
+    /// before format version 5 and 4, without heads in their slots), `overflow`, `freelist`, `free` (listed in the
     /// freelist; for a logged commit, whose free set is in the writer's memory, every page
     /// nothing uses) or `unused` (neither used nor listed: leaked).
     pub kind: &'static str,
@@ -74,11 +71,12 @@ impl Walk<'_> {
         let p = self.snap.page_size as f64;
         match self.snap.tree_page(r)? {
             TreePage::Branch(b) => {
-                let mut used = BRANCH_HEADER;
-                for i in 0..b.keys() {
-                    used += branch_entry_size(b.key(i)?.len());
-                }
-                self.mark(r.page, "branch", owner, b.keys() as u64, used as f64 / p);
+                let used = b.used()?;
+                let kind = match b.layout() {
+                    Layout::Heads => "branch",
+                    Layout::Legacy => "legacy branch",
+                };
+                self.mark(r.page, kind, owner, b.keys() as u64, used as f64 / p);
                 for i in 0..=b.keys() {
                     self.tree(b.child(i)?, owner, catalog, depth + 1)?;
                 }

@@ -2,9 +2,7 @@
 
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::format::{
-    BRANCH_HEADER, ChildRef, TableMeta, ValueRef, branch_entry_size, decode_freelist,
-};
+use crate::format::{ChildRef, TableMeta, ValueRef, decode_freelist};
 use crate::pager::{Snapshot, TreePage};
 
 /// What [`crate::Database::stats`] reports.
@@ -52,12 +50,8 @@ impl Walk<'_> {
         match self.snap.tree_page(r)? {
             TreePage::Branch(b) => {
                 self.stats.branch_pages += 1;
-                let mut used = BRANCH_HEADER;
                 let mut deepest = 0;
-                for i in 0..b.keys() {
-                    used += branch_entry_size(b.key(i)?.len());
-                }
-                self.used_bytes += used as u64;
+                self.used_bytes += b.used()? as u64;
                 for i in 0..=b.keys() {
                     deepest = deepest.max(self.tree(b.child(i)?, catalog, depth + 1)?);
                 }

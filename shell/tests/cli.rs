@@ -188,7 +188,7 @@ fn info_shows_the_header_and_both_slots_without_opening() {
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
-        out.contains("format version  4") && out.contains("page size       4096"),
+        out.contains("format version  5") && out.contains("page size       4096"),
         "{out}"
     );
     // A clean close seals: both slots hold the same commit, and one records it as durable.

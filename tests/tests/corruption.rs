@@ -180,17 +180,17 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
         }
         b
     };
-    std::fs::write(&path, with_version(5))?;
+    std::fs::write(&path, with_version(6))?;
     assert!(matches!(
         Database::open(&path),
         Err(Error::VersionTooNew {
-            found: 5,
-            supported: 4
+            found: 6,
+            supported: 5
         })
     ));
     // Version 2 (page-aligned log records, a freelist in every slot) is read as it is, and
-    // marked version 4 when opened for writing: a version 2 build would not read the log
-    // records or leaves this one writes. (This file's leaves have heads, which a real
+    // marked version 5 when opened for writing: a version 2 build would not read the log
+    // records or pages this one writes. (This file's pages have heads, which a real
     // version 2 file's do not: tests/tests/format_upgrade.rs opens one of version 3.)
     let entries = |db: &Database| -> Result<u64, Error> {
         let r = db.begin_read()?;
@@ -207,7 +207,7 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
     let rw = Database::open(&path)?;
     assert_eq!(
         cairn_engine::inspect(&path)?.format_version,
-        4,
+        5,
         "opened writable"
     );
     assert_eq!(entries(&rw)?, expected);

@@ -1,6 +1,6 @@
 //! A file written by a build of format version 3 (`tests/fixtures/version3.cairn`: leaves
-//! without key heads, a commit log in 512-byte units) is read as it is, and changed by this
-//! build, which rewrites the leaves it changes with heads.
+//! and branches without heads, a commit log in 512-byte units) is read as it is, and
+//! changed by this build, which rewrites the leaves and branches it changes with heads.
 //!
 //! The fixture was made by the version 3 build (commit 450bc7a) with 1 KiB pages: table
 //! `seq` got keys 0..3000 (8-byte big-endian) in one transaction, table `text` 1,000 keys
@@ -134,6 +134,11 @@ fn a_version_3_file_is_read_as_it_is() -> Result<(), Error> {
         "the fixture's leaves have no heads"
     );
     assert_eq!(leaves(&db, "leaf")?, 0);
+    assert!(
+        leaves(&db, "legacy branch")? > 1,
+        "the fixture's branches have no heads"
+    );
+    assert_eq!(leaves(&db, "branch")?, 0);
     drop(db);
     assert!(
         std::fs::read(&path)? == before,
@@ -150,7 +155,7 @@ fn a_version_3_log_is_replayed_in_its_512_byte_units() -> Result<(), Error> {
         Err(Error::UnappliedLog { commits: 5 })
     ));
     let db = Database::open(&path)?;
-    assert_eq!(cairn_engine::inspect(&path)?.format_version, 4);
+    assert_eq!(cairn_engine::inspect(&path)?.format_version, 5);
     let model = fixture_model();
     assert_eq!(contents(&db)?, model, "the five logged commits replayed");
     lookups_agree(&db, &model)?;
@@ -161,14 +166,15 @@ fn a_version_3_log_is_replayed_in_its_512_byte_units() -> Result<(), Error> {
 }
 
 #[test]
-fn a_version_3_file_opened_for_writing_is_marked_4_and_changed_leaves_get_heads()
--> Result<(), Error> {
+fn a_version_3_file_opened_for_writing_is_marked_5_and_changed_pages_get_heads() -> Result<(), Error>
+{
     let (_dir, path) = fixture()?;
     let mut model = fixture_model();
     let db = Database::open(&path)?;
-    assert_eq!(cairn_engine::inspect(&path)?.format_version, 4);
+    assert_eq!(cairn_engine::inspect(&path)?.format_version, 5);
     assert_eq!(contents(&db)?, model);
     let legacy = leaves(&db, "legacy leaf")?;
+    let legacy_branches = leaves(&db, "legacy branch")?;
 
     // A key removed from a leaf that appends filled so that, even without the key, it has
     // no room for heads: the leaf is written again without them. (A leaf that takes an
@@ -269,6 +275,9 @@ fn a_version_3_file_opened_for_writing_is_marked_4_and_changed_leaves_get_heads(
         "changed leaves are written with heads: {legacy} legacy leaves before, \
          {now_legacy} after, {with_heads} with heads"
     );
+    // Every branch on a changed path is written with heads (none here is too full).
+    assert_eq!(leaves(&db, "legacy branch")?, 0, "{legacy_branches} before");
+    assert!(leaves(&db, "branch")? >= legacy_branches);
     drop(db);
 
     let db = Database::open(&path)?;
@@ -278,6 +287,7 @@ fn a_version_3_file_opened_for_writing_is_marked_4_and_changed_leaves_get_heads(
     // Every leaf gets heads once compaction rewrites the trees.
     db.compact()?;
     assert_eq!(leaves(&db, "legacy leaf")?, 0);
+    assert_eq!(leaves(&db, "legacy branch")?, 0);
     assert_eq!(contents(&db)?, model);
     assert!(db.check()?.is_ok());
     Ok(())

@@ -12,7 +12,8 @@ use std::cmp::Ordering;
 
 use crate::error::{Error, Result};
 use crate::format::{
-    BRANCH_HEADER, BranchImage, BranchPage, ChildRef, branch_entry_size, compare, encode_branch,
+    BRANCH_HEADER, BranchImage, BranchPage, ChildRef, Layout, branch_entry_size, compare,
+    encode_branch, legacy_saving,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -164,7 +165,7 @@ impl BranchNode {
     }
 
     /// The (separator, right child) pairs, in order.
-    pub fn entries(&self) -> impl ExactSizeIterator<Item = (&[u8], ChildRef)> {
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (&[u8], ChildRef)> + Clone {
         (0..self.len()).map(|j| (self.sep(j), self.child(j + 1)))
     }
 
@@ -221,14 +222,24 @@ impl BranchNode {
     /// # Errors
     /// When the branch does not fit a page of `page_size` bytes (`id` names it).
     pub fn finish(self, id: u64, txid: u64, page_size: usize) -> Result<Box<[u8]>> {
-        if self.size > page_size {
-            return Err(Error::corrupt(id, "internal: branch larger than a page"));
-        }
         if let Some(image) = self.image {
+            if self.size > page_size {
+                return Err(Error::corrupt(id, "internal: branch larger than a page"));
+            }
             return Ok(image.finish(txid));
         }
+        // Without heads when they do not fit: only a branch read from a page written
+        // without them (before format version 5) can be that full, and an edit that does
+        // not split it (a removal) must still write it.
+        let layout = if self.size <= page_size {
+            Layout::Heads
+        } else if self.size - legacy_saving(self.len()) <= page_size {
+            Layout::Legacy
+        } else {
+            return Err(Error::corrupt(id, "internal: branch larger than a page"));
+        };
         let mut page = vec![0u8; page_size].into_boxed_slice();
-        encode_branch(&mut page, txid, self.first, self.entries());
+        encode_branch(&mut page, txid, self.first, self.entries(), layout);
         Ok(page)
     }
 
@@ -321,7 +332,13 @@ mod tests {
             b.insert(1, &round.to_le_bytes(), c(7));
             b.remove(1);
         }
-        assert!(b.bytes.len() < 600, "{} bytes kept", b.bytes.len());
+        // 8,000 bytes of separators went through; the buffer is tidied past twice the
+        // live size (210 bytes) and 256.
+        assert!(
+            b.bytes.len() <= 2 * 210 + 256,
+            "{} bytes kept",
+            b.bytes.len()
+        );
         let drained = b.drain(2, 4);
         assert_eq!(
             drained,
@@ -344,10 +361,43 @@ mod tests {
         assert_eq!(b.child(0), c(50));
     }
     #[test]
+    fn a_branch_too_full_for_heads_is_written_without_them() -> Result<()> {
+        // 20 eight-byte separators fill 508 bytes of a 512-byte page without heads, 588
+        // with them (a branch a build before format version 5 wrote).
+        let keys: Vec<[u8; 8]> = (0..20u64).map(|i| (i * 3).to_be_bytes()).collect();
+        let seps: Vec<(&[u8], ChildRef)> =
+            (0..20).map(|i| (&keys[i][..], c(i as u64 + 2))).collect();
+        let mut page = vec![0u8; 512];
+        encode_branch(&mut page, 1, c(1), seps.iter().copied(), Layout::Legacy);
+        let mut b = BranchNode::from_page(&BranchPage::new(&page, 9)?)?;
+        assert!(
+            b.image.is_none(),
+            "a page without heads is decoded, to get them"
+        );
+        assert_eq!(b.size, 588);
+        assert_eq!(b.remove(4), Box::from(&keys[4][..]));
+        let written = b.clone().finish(9, 2, 512)?;
+        let p = BranchPage::new(&written, 9)?;
+        assert_eq!((p.layout(), p.keys()), (Layout::Legacy, 19));
+        let expect: Vec<(Vec<u8>, ChildRef)> = b.entries().map(|(k, c)| (k.to_vec(), c)).collect();
+        for (i, (k, child)) in expect.iter().enumerate() {
+            assert_eq!((p.key(i)?, p.child(i + 1)?), (&k[..], *child));
+            assert_eq!(p.find_child(k)?, i + 1);
+        }
+        // Three removals later it fits with heads again.
+        for _ in 0..3 {
+            b.remove(0);
+        }
+        let written = b.finish(9, 3, 512)?;
+        assert_eq!(BranchPage::new(&written, 9)?.layout(), Layout::Heads);
+        Ok(())
+    }
+
+    #[test]
     fn a_committed_page_is_edited_in_place_until_a_separator_changes() -> Result<()> {
         let mut page = vec![0u8; 512];
         let seps: Vec<(&[u8], ChildRef)> = vec![(b"d", c(2)), (b"m", c(3)), (b"t", c(4))];
-        encode_branch(&mut page, 1, c(1), seps.iter().copied());
+        encode_branch(&mut page, 1, c(1), seps.iter().copied(), Layout::Heads);
         let mut b = BranchNode::from_page(&BranchPage::new(&page, 9)?)?;
         assert!(b.image.is_some(), "a packed page is kept as it is");
         assert_eq!(b.size, size(&b));
@@ -355,7 +405,7 @@ mod tests {
         assert_eq!((b.find_child(b"m"), b.child(2)), (2, c(30)));
         let mut expect = vec![0u8; 512];
         let edited: Vec<(&[u8], ChildRef)> = vec![(b"d", c(2)), (b"m", c(30)), (b"t", c(4))];
-        encode_branch(&mut expect, 5, c(1), edited.iter().copied());
+        encode_branch(&mut expect, 5, c(1), edited.iter().copied(), Layout::Heads);
         assert_eq!(&b.clone().finish(9, 5, 512)?[..], &expect[..]);
         // Adding a separator unpacks the copy; the children replaced so far stay.
         b.insert(1, b"g", c(5));

@@ -3,13 +3,15 @@
 //! changes one child reference per branch on its path). The copy is then the page the
 //! commit writes: nothing is decoded into separate entries or encoded again.
 //!
-//! Only a page in the layout [`encode_branch`](super::encode_branch) writes is taken:
-//! entries packed against the end of the page in slot order, so that every entry's place
-//! follows from its slot and no two entries overlap. Replacing a child reference writes
-//! inside its entry and keeps that layout.
+//! Only a page in the layout [`encode_branch`](super::encode_branch) writes with heads is
+//! taken: entries packed against the end of the page in slot order, so that every entry's
+//! place follows from its slot and no two entries overlap. Replacing a child reference
+//! writes inside its entry and keeps that layout. (A branch without heads, written before
+//! format version 5, is decoded instead, so that the commit writes it with heads.)
 
+use super::branch::{prefix_of, set_prefix, write_branch_header};
 use super::page::CHILD_REF_LEN;
-use super::{BRANCH_HEADER, BranchPage, ChildRef, PAGE_HEADER, PageKind, write_page_header};
+use super::{BRANCH_HEADER, BranchPage, ChildRef, Layout, PAGE_HEADER};
 use super::{compare, get_u16};
 
 /// A branch page's copy whose entries are known to be packed in slot order.
@@ -19,15 +21,21 @@ pub(crate) struct BranchImage {
     count: usize,
 }
 
+/// Bytes of a slot.
+const SLOT: usize = Layout::Heads.slot();
+
 impl BranchImage {
     /// A copy of `branch`, if its entries lie as `encode_branch` writes them.
     pub fn of(branch: &BranchPage<'_>) -> Option<BranchImage> {
         let bytes = branch.bytes();
         let count = branch.keys();
-        let slots_end = BRANCH_HEADER + 2 * count;
+        if branch.layout() != Layout::Heads {
+            return None;
+        }
+        let slots_end = BRANCH_HEADER + SLOT * count;
         let mut end = bytes.len();
         for j in 0..count {
-            let at = usize::from(get_u16(bytes, BRANCH_HEADER + 2 * j)?);
+            let at = usize::from(get_u16(bytes, BRANCH_HEADER + SLOT * j)?);
             let len = usize::from(get_u16(bytes, at)?);
             if at < slots_end || at + 2 + len + CHILD_REF_LEN != end {
                 return None;
@@ -47,7 +55,7 @@ impl BranchImage {
 
     /// Bytes the branch takes in a page, header and slots included.
     pub fn size(&self) -> usize {
-        BRANCH_HEADER + 2 * self.count + (self.page.len() - self.lowest())
+        BRANCH_HEADER + SLOT * self.count + (self.page.len() - self.lowest())
     }
 
     /// Where the entries start: the last one's place (the page's end when there is none).
@@ -64,7 +72,7 @@ impl BranchImage {
 
     /// Where entry `j` starts (its key length).
     fn start(&self, j: usize) -> usize {
-        self.u16_at(BRANCH_HEADER + 2 * j)
+        self.u16_at(BRANCH_HEADER + SLOT * j)
     }
 
     /// Separator `j`.
@@ -110,8 +118,10 @@ impl BranchImage {
     /// The page to write, for transaction `txid`, its free space zeroed.
     pub fn finish(mut self, txid: u64) -> Box<[u8]> {
         let lowest = self.lowest();
-        self.page[BRANCH_HEADER + 2 * self.count..lowest].fill(0);
-        write_page_header(&mut self.page, PageKind::Branch, self.count as u16, txid);
+        self.page[BRANCH_HEADER + SLOT * self.count..lowest].fill(0);
+        let prefix = prefix_of(&self.page);
+        write_branch_header(&mut self.page, Layout::Heads, self.count, txid);
+        set_prefix(&mut self.page, Layout::Heads, prefix);
         self.page
     }
 }
@@ -128,16 +138,17 @@ mod tests {
         }
     }
 
-    fn sample() -> Vec<u8> {
+    fn sample(layout: Layout) -> Vec<u8> {
         let seps: Vec<(&[u8], ChildRef)> = vec![(b"g", c(11)), (b"pq", c(12)), (b"x", c(13))];
         let mut page = vec![0u8; 256];
-        encode_branch(&mut page, 4, c(10), seps.iter().copied());
+        encode_branch(&mut page, 4, c(10), seps.iter().copied(), layout);
         page
     }
 
     #[test]
     fn edits_child_references_in_place_and_writes_the_same_layout() -> crate::Result<()> {
-        let page = sample();
+        let layout = Layout::Heads;
+        let page = sample(layout);
         let image = BranchImage::of(&BranchPage::new(&page, 2)?);
         let Some(mut image) = image else {
             panic!("an encoded branch is in the packed layout");
@@ -145,7 +156,7 @@ mod tests {
         assert_eq!(image.keys(), 3);
         assert_eq!(
             image.size(),
-            BRANCH_HEADER + 3 * 2 + 3 * (2 + CHILD_REF_LEN) + 4
+            BRANCH_HEADER + 3 * layout.slot() + 3 * (2 + CHILD_REF_LEN) + 4
         );
         assert_eq!((image.key(0), image.key(1)), (&b"g"[..], &b"pq"[..]));
         assert_eq!(image.find_child(b"a"), 0);
@@ -160,25 +171,27 @@ mod tests {
         let written = image.finish(9);
         let mut expect = vec![0u8; 256];
         let seps: Vec<(&[u8], ChildRef)> = vec![(b"g", c(11)), (b"pq", c(22)), (b"x", c(13))];
-        encode_branch(&mut expect, 9, c(20), seps.iter().copied());
+        encode_branch(&mut expect, 9, c(20), seps.iter().copied(), layout);
         assert_eq!(&written[..], &expect[..]);
+        assert_eq!(BranchPage::new(&written, 2)?.layout(), layout);
         Ok(())
     }
 
     #[test]
     fn a_page_whose_entries_are_not_packed_in_slot_order_is_not_taken() -> crate::Result<()> {
-        let mut page = sample();
-        // Swap the first two slots: every entry is in bounds, but not in order.
-        let (a, b) = (
-            page[BRANCH_HEADER..BRANCH_HEADER + 2].to_vec(),
-            page[BRANCH_HEADER + 2..BRANCH_HEADER + 4].to_vec(),
-        );
-        page[BRANCH_HEADER..BRANCH_HEADER + 2].copy_from_slice(&b);
-        page[BRANCH_HEADER + 2..BRANCH_HEADER + 4].copy_from_slice(&a);
+        // A page without heads.
+        let page = sample(Layout::Legacy);
+        assert!(BranchImage::of(&BranchPage::new(&page, 2)?).is_none());
+        let mut page = sample(Layout::Heads);
+        let (s0, s1) = (BRANCH_HEADER, BRANCH_HEADER + Layout::Heads.slot());
+        // Swap the first two slots' offsets: every entry is in bounds, but not in order.
+        let (a, b) = (page[s0..s0 + 2].to_vec(), page[s1..s1 + 2].to_vec());
+        page[s0..s0 + 2].copy_from_slice(&b);
+        page[s1..s1 + 2].copy_from_slice(&a);
         assert!(BranchImage::of(&BranchPage::new(&page, 2)?).is_none());
         // An entry reaching into the slots.
-        let mut page = sample();
-        put_u16(&mut page, BRANCH_HEADER + 4, BRANCH_HEADER as u16);
+        let mut page = sample(Layout::Heads);
+        put_u16(&mut page, s1 + Layout::Heads.slot(), BRANCH_HEADER as u16);
         assert!(BranchImage::of(&BranchPage::new(&page, 2)?).is_none());
         Ok(())
     }

@@ -6,14 +6,14 @@ use super::{get_u32, put_u32};
 /// The first eight bytes of every Cairn file.
 pub(crate) const MAGIC: [u8; 8] = *b"CAIRNDB\0";
 /// The format version this build writes and the newest it reads (4: leaves with key
-/// heads).
-pub(crate) const FORMAT_VERSION: u32 = 4;
+/// heads; 5: branches with separator heads).
+pub(crate) const FORMAT_VERSION: u32 = 5;
 /// The first format version whose commit log records are in 512-byte units (version 2's
 /// are page-aligned).
 pub(crate) const LOG_UNITS_VERSION: u32 = 3;
 /// The oldest format version this build reads (version 1 had no commit log). An older
 /// file opened for writing is marked with this build's version first, so that an older
-/// build (which would not read this build's leaves or log records) refuses it.
+/// build (which would not read this build's pages or log records) refuses it.
 pub(crate) const OLDEST_VERSION: u32 = 2;
 
 const VERSION_OFFSET: usize = MAGIC.len();

@@ -13,7 +13,7 @@
 //! Leaves written before format version 4 ([`LEGACY_LEAF`]) have slots of the offset
 //! alone; they are read as they are.
 
-use super::page::{LEGACY_LEAF, page_count};
+use super::page::{LEGACY_BRANCH, LEGACY_LEAF, page_count};
 use super::{
     LEAF_HEADER, OverflowRef, PageKind, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64,
     write_page_header,
@@ -28,7 +28,7 @@ pub(crate) const SLOT: usize = 2 + HEAD;
 /// Bytes of a slot in a leaf written before format version 4: the offset alone.
 pub(crate) const LEGACY_SLOT: usize = 2;
 /// Bytes of a key's head.
-const HEAD: usize = 4;
+pub(super) const HEAD: usize = 4;
 /// Where the header holds the length of the prefix all keys share (`u16`).
 const PREFIX_LEN: usize = 4;
 
@@ -75,19 +75,19 @@ pub(super) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// The slot layout of a leaf page.
+/// The slot layout of a tree page (leaf or branch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Layout {
     /// Offset and head: what this build writes.
     Heads,
-    /// The offset alone: a page written before format version 4.
+    /// The offset alone: a leaf written before format version 4, a branch before 5.
     Legacy,
 }
 
 impl Layout {
-    /// The layout of leaf page `bytes`, from its kind byte.
+    /// The layout of tree page `bytes`, from its kind byte.
     pub(super) fn of(bytes: &[u8]) -> Layout {
-        if bytes.first() == Some(&LEGACY_LEAF) {
+        if matches!(bytes.first(), Some(&(LEGACY_LEAF | LEGACY_BRANCH))) {
             Layout::Legacy
         } else {
             Layout::Heads
@@ -96,7 +96,7 @@ impl Layout {
 
     /// Bytes of one slot.
     #[inline(always)]
-    pub(super) fn slot(self) -> usize {
+    pub(super) const fn slot(self) -> usize {
         match self {
             Layout::Heads => SLOT,
             Layout::Legacy => LEGACY_SLOT,

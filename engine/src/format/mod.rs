@@ -33,7 +33,7 @@ pub(crate) use page::{
 };
 pub(crate) use slot::{SLOT_LEN, SLOT_OFFSET, Slot};
 
-pub(crate) use branch::branch_entry_size;
+pub(crate) use branch::{branch_entry_size, legacy_saving};
 
 /// The page sizes a database may have.
 pub const MIN_PAGE_SIZE: usize = 1024;

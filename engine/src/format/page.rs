@@ -21,10 +21,17 @@ pub(crate) const CHILD_REF_LEN: usize = 12;
 /// without key heads. Such pages are still read (and rewritten with heads when changed).
 pub(crate) const LEGACY_LEAF: u8 = 2;
 
+/// The kind byte of a branch written before format version 5: its slots are offsets only,
+/// without separator heads. Such pages are still read (and given heads when a transaction
+/// changes their separators).
+pub(crate) const LEGACY_BRANCH: u8 = 1;
+
 /// What a page holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PageKind {
-    Branch = 1,
+    /// A branch with separator heads in its slots (format version 5); see
+    /// [`LEGACY_BRANCH`].
+    Branch = 7,
     /// A leaf with key heads in its slots (format version 4); see [`LEGACY_LEAF`].
     Leaf = 6,
     Overflow = 3,
@@ -35,7 +42,7 @@ pub(crate) enum PageKind {
 impl PageKind {
     fn from_byte(b: u8) -> Option<PageKind> {
         Some(match b {
-            1 => PageKind::Branch,
+            1 | 7 => PageKind::Branch,
             2 | 6 => PageKind::Leaf,
             3 => PageKind::Overflow,
             4 => PageKind::Freelist,
