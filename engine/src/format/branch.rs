@@ -9,8 +9,8 @@
 //! heads are equal. Child `i + 1` holds the keys at or above separator `i`.
 //!
 //! Branches written before format version 5 ([`LEGACY_BRANCH`]) have slots of the offset
-//! alone; they are read as they are, and written so again while only their child
-//! references change, or when they are too full for heads.
+//! alone; they are read as they are, and get heads when a transaction changes them,
+//! unless they are too full to take them.
 
 use super::leaf::{HEAD, Layout, common_prefix, head};
 use super::page::{CHILD_REF_LEN, LEGACY_BRANCH, page_count};

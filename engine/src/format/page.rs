@@ -23,7 +23,7 @@ pub(crate) const LEGACY_LEAF: u8 = 2;
 
 /// The kind byte of a branch written before format version 5: its slots are offsets only,
 /// without separator heads. Such pages are still read (and given heads when a transaction
-/// changes their separators).
+/// changes them and they have room).
 pub(crate) const LEGACY_BRANCH: u8 = 1;
 
 /// What a page holds.
