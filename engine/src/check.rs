@@ -58,6 +58,19 @@ impl Checker<'_> {
         });
     }
 
+    /// Reports what a page's heads check found: the first key (`what`) that does not
+    /// match its head or the page's prefix, or the error that stopped the check.
+    fn heads(&mut self, page: u64, what: &str, found: crate::error::Result<Option<usize>>) {
+        match found {
+            Ok(None) => {}
+            Ok(Some(i)) => self.problem(
+                page,
+                format!("{what} {i} does not match its head or the page's prefix"),
+            ),
+            Err(e) => self.problem(page, e.to_string()),
+        }
+    }
+
     /// Claims `n` pages from `first`; false (with a problem) if any is outside the file or
     /// claimed already.
     fn claim(&mut self, first: u64, n: u64, what: &str) -> bool {
@@ -150,14 +163,7 @@ impl Checker<'_> {
                         }
                     }
                 }
-                match b.heads_mismatch() {
-                    Ok(None) => {}
-                    Ok(Some(i)) => self.problem(
-                        r.page,
-                        format!("separator {i} does not match its head or the page's prefix"),
-                    ),
-                    Err(e) => self.problem(r.page, e.to_string()),
-                }
+                self.heads(r.page, "separator", b.heads_mismatch());
                 if keys.windows(2).any(|w| w[0] >= w[1]) || !keys.iter().all(|k| in_bounds(k)) {
                     self.problem(
                         r.page,
@@ -187,14 +193,7 @@ impl Checker<'_> {
                         return 0;
                     }
                 };
-                match l.heads_mismatch() {
-                    Ok(None) => {}
-                    Ok(Some(i)) => self.problem(
-                        r.page,
-                        format!("leaf key {i} does not match its head or the page's prefix"),
-                    ),
-                    Err(e) => self.problem(r.page, e.to_string()),
-                }
+                self.heads(r.page, "leaf key", l.heads_mismatch());
                 let mut prev: Option<&[u8]> = None;
                 for i in 0..l.len() {
                     let (k, v) = match l.entry(i) {

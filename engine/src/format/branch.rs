@@ -12,13 +12,12 @@
 //! alone; they are read as they are, and get heads when a transaction changes them,
 //! unless they are too full to take them.
 
-use super::leaf::{HEAD, Layout, common_prefix, head};
+use super::heads::{
+    Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head,
+};
 use super::page::{CHILD_REF_LEN, LEGACY_BRANCH, page_count};
 use super::{BRANCH_HEADER, ChildRef, PAGE_HEADER, PageKind, get_u16, put_u16, write_page_header};
 use crate::error::{Error, Result};
-
-/// Where the header holds the length of the prefix all separators share (`u16`).
-const PREFIX_LEN: usize = 4;
 
 /// Bytes a separator and its right child take in a branch with heads, slot included.
 pub(crate) fn branch_entry_size(key_len: usize) -> usize {
@@ -48,10 +47,7 @@ impl<'a> BranchPage<'a> {
         if BRANCH_HEADER + layout.slot() * count > bytes.len() {
             return Err(Error::corrupt(id, format!("branch claims {count} keys")));
         }
-        let prefix = match layout {
-            Layout::Heads => get_u16(bytes, PREFIX_LEN).map_or(0, usize::from),
-            Layout::Legacy => 0,
-        };
+        let prefix = recorded_prefix(bytes);
         Ok(BranchPage {
             bytes,
             id,
@@ -97,10 +93,7 @@ impl<'a> BranchPage<'a> {
     /// The head recorded in slot `i` (of a page with heads).
     #[inline(always)]
     fn slot_head(&self, i: usize) -> Option<u32> {
-        let at = BRANCH_HEADER + Layout::Heads.slot() * i + 2;
-        Some(u32::from_be_bytes(
-            self.bytes.get(at..at + HEAD)?.try_into().ok()?,
-        ))
+        slot_head(self.bytes, BRANCH_HEADER, i)
     }
 
     fn entry(&self, i: usize) -> Result<(usize, usize)> {
@@ -133,21 +126,14 @@ impl<'a> BranchPage<'a> {
     /// Whether every separator holds the page's prefix and its slot the separator's head
     /// (trivially so in a legacy page); the first that does not, if one does not.
     pub fn heads_mismatch(&self) -> Result<Option<usize>> {
-        if self.layout == Layout::Legacy || self.count == 0 {
-            return Ok(None);
-        }
-        let Some(prefix) = self.key(0)?.get(..self.prefix) else {
-            return Ok(Some(0));
-        };
-        for i in 0..self.count {
-            let k = self.key(i)?;
-            if k.get(..self.prefix) != Some(prefix)
-                || self.slot_head(i) != Some(head(k, self.prefix))
-            {
-                return Ok(Some(i));
+        match self.layout {
+            Layout::Legacy => Ok(None),
+            Layout::Heads => {
+                first_mismatch(self.bytes, BRANCH_HEADER, self.prefix, self.count, |i| {
+                    self.key(i)
+                })
             }
         }
-        Ok(None)
     }
 
     /// The index of the child whose range holds `key`: how many separators are at or
@@ -230,20 +216,15 @@ pub(crate) fn encode_branch<'e>(
 ) {
     let count = entries.len();
     write_branch_header(page, layout, count, txid);
-    let prefix = match layout {
-        Layout::Heads => shared_prefix(entries.clone()),
-        Layout::Legacy => 0,
-    };
-    set_prefix(page, layout, prefix);
+    let prefix = record_prefix(page, layout, entries.clone().map(|(k, _)| k));
     first.encode(page, PAGE_HEADER);
     let stride = layout.slot();
     let mut end = page.len();
     for (i, (key, child)) in entries.enumerate() {
         let start = end - 2 - key.len() - CHILD_REF_LEN;
-        let slot = BRANCH_HEADER + stride * i;
-        put_u16(page, slot, start as u16);
+        put_u16(page, BRANCH_HEADER + stride * i, start as u16);
         if layout == Layout::Heads {
-            page[slot + 2..slot + 2 + HEAD].copy_from_slice(&head(key, prefix).to_be_bytes());
+            put_head(page, BRANCH_HEADER, i, head(key, prefix));
         }
         put_u16(page, start, key.len() as u16);
         page[start + 2..start + 2 + key.len()].copy_from_slice(key);
@@ -253,36 +234,11 @@ pub(crate) fn encode_branch<'e>(
     page[BRANCH_HEADER + stride * count..end].fill(0);
 }
 
-/// The prefix that sorted separators share: that of the first and the last.
-fn shared_prefix<'e>(mut entries: impl Iterator<Item = (&'e [u8], ChildRef)>) -> usize {
-    let Some((first, _)) = entries.next() else {
-        return 0;
-    };
-    let last = entries.last().map_or(first, |(k, _)| k);
-    common_prefix(first, last).min(usize::from(u16::MAX))
-}
-
 /// Writes a branch's page header: kind (by layout), count and transaction.
 pub(super) fn write_branch_header(page: &mut [u8], layout: Layout, count: usize, txid: u64) {
     write_page_header(page, PageKind::Branch, count as u16, txid);
     if layout == Layout::Legacy {
         page[0] = LEGACY_BRANCH;
-    }
-}
-
-/// Records in the header the length of the prefix the separators share (nothing in a
-/// legacy page).
-pub(super) fn set_prefix(page: &mut [u8], layout: Layout, prefix: usize) {
-    if layout == Layout::Heads {
-        put_u16(page, PREFIX_LEN, prefix as u16);
-    }
-}
-
-/// The length of the prefix that the header of branch page `page` records.
-pub(super) fn prefix_of(page: &[u8]) -> usize {
-    match Layout::of(page) {
-        Layout::Heads => get_u16(page, PREFIX_LEN).map_or(0, usize::from),
-        Layout::Legacy => 0,
     }
 }
 

@@ -9,7 +9,8 @@
 //! writes inside its entry and keeps that layout. (A branch without heads, written before
 //! format version 5, is decoded instead, so that the commit writes it with heads.)
 
-use super::branch::{prefix_of, set_prefix, write_branch_header};
+use super::branch::write_branch_header;
+use super::heads::{recorded_prefix, set_prefix};
 use super::page::CHILD_REF_LEN;
 use super::{BRANCH_HEADER, BranchPage, ChildRef, Layout, PAGE_HEADER};
 use super::{compare, get_u16};
@@ -119,7 +120,7 @@ impl BranchImage {
     pub fn finish(mut self, txid: u64) -> Box<[u8]> {
         let lowest = self.lowest();
         self.page[BRANCH_HEADER + SLOT * self.count..lowest].fill(0);
-        let prefix = prefix_of(&self.page);
+        let prefix = recorded_prefix(&self.page);
         write_branch_header(&mut self.page, Layout::Heads, self.count, txid);
         set_prefix(&mut self.page, Layout::Heads, prefix);
         self.page

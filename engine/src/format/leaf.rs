@@ -13,7 +13,10 @@
 //! Leaves written before format version 4 ([`LEGACY_LEAF`]) have slots of the offset
 //! alone; they are read as they are.
 
-use super::page::{LEGACY_BRANCH, LEGACY_LEAF, page_count};
+use super::heads::{
+    Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head,
+};
+use super::page::{LEGACY_LEAF, page_count};
 use super::{
     LEAF_HEADER, OverflowRef, PageKind, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64,
     write_page_header,
@@ -24,13 +27,7 @@ const ENTRY_HEADER: usize = 7;
 const OVERFLOW_REF: usize = 12;
 const FLAG_OVERFLOW: u8 = 1;
 /// Bytes of a slot: the entry's offset and the key's head.
-pub(crate) const SLOT: usize = 2 + HEAD;
-/// Bytes of a slot in a leaf written before format version 4: the offset alone.
-pub(crate) const LEGACY_SLOT: usize = 2;
-/// Bytes of a key's head.
-pub(super) const HEAD: usize = 4;
-/// Where the header holds the length of the prefix all keys share (`u16`).
-const PREFIX_LEN: usize = 4;
+pub(crate) const SLOT: usize = Layout::Heads.slot();
 
 /// A stored value: its bytes in the leaf, or where its overflow run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,56 +49,6 @@ pub(super) fn entry_len(key_len: usize, value: &ValueRef<'_>) -> usize {
             ValueRef::Inline(v) => v.len(),
             ValueRef::Overflow(_) => OVERFLOW_REF,
         }
-}
-
-/// The head of `key` in a leaf whose keys share a prefix of `prefix` bytes: the four bytes
-/// after it, zero-padded, as a big-endian number (so heads order as keys do: keys whose
-/// heads differ compare as their heads do).
-#[inline(always)]
-pub(super) fn head(key: &[u8], prefix: usize) -> u32 {
-    let rest = key.get(prefix..).unwrap_or(&[]);
-    if let Some(&four) = rest.first_chunk::<HEAD>() {
-        return u32::from_be_bytes(four);
-    }
-    let mut b = [0u8; HEAD];
-    for (to, from) in b.iter_mut().zip(rest) {
-        *to = *from;
-    }
-    u32::from_be_bytes(b)
-}
-
-/// How many leading bytes `a` and `b` share.
-pub(super) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// The slot layout of a tree page (leaf or branch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Layout {
-    /// Offset and head: what this build writes.
-    Heads,
-    /// The offset alone: a leaf written before format version 4, a branch before 5.
-    Legacy,
-}
-
-impl Layout {
-    /// The layout of tree page `bytes`, from its kind byte.
-    pub(super) fn of(bytes: &[u8]) -> Layout {
-        if matches!(bytes.first(), Some(&(LEGACY_LEAF | LEGACY_BRANCH))) {
-            Layout::Legacy
-        } else {
-            Layout::Heads
-        }
-    }
-
-    /// Bytes of one slot.
-    #[inline(always)]
-    pub(super) const fn slot(self) -> usize {
-        match self {
-            Layout::Heads => SLOT,
-            Layout::Legacy => LEGACY_SLOT,
-        }
-    }
 }
 
 /// A read-only view of a leaf page. Every accessor checks its bounds: a damaged page gives
@@ -173,10 +120,7 @@ impl<'a> LeafPage<'a> {
     /// The length of the prefix every key shares, as the header records it (0 in a legacy
     /// page).
     pub(super) fn prefix_len(&self) -> usize {
-        match self.layout {
-            Layout::Heads => get_u16(self.bytes, PREFIX_LEN).map_or(0, usize::from),
-            Layout::Legacy => 0,
-        }
+        recorded_prefix(self.bytes)
     }
 
     fn bad(&self, i: usize) -> Error {
@@ -192,10 +136,7 @@ impl<'a> LeafPage<'a> {
     /// The head recorded in slot `i` (of a page with heads).
     #[inline(always)]
     fn slot_head(&self, i: usize) -> Option<u32> {
-        let at = LEAF_HEADER + SLOT * i + 2;
-        Some(u32::from_be_bytes(
-            self.bytes.get(at..at + HEAD)?.try_into().ok()?,
-        ))
+        slot_head(self.bytes, LEAF_HEADER, i)
     }
 
     /// Where entry `i` starts and how many bytes it takes (its slot not included), when it
@@ -270,22 +211,14 @@ impl<'a> LeafPage<'a> {
     /// Whether every key holds the page's prefix and its slot the key's head (trivially so
     /// in a legacy page); the first entry that does not, if one does not.
     pub fn heads_mismatch(&self) -> Result<Option<usize>> {
-        if self.layout == Layout::Legacy || self.count == 0 {
-            return Ok(None);
-        }
-        let first = self.key(0)?;
-        let Some(prefix) = first.get(..self.prefix) else {
-            return Ok(Some(0));
-        };
-        for i in 0..self.count {
-            let k = self.key(i)?;
-            if k.get(..self.prefix) != Some(prefix)
-                || self.slot_head(i) != Some(head(k, self.prefix))
-            {
-                return Ok(Some(i));
+        match self.layout {
+            Layout::Legacy => Ok(None),
+            Layout::Heads => {
+                first_mismatch(self.bytes, LEAF_HEADER, self.prefix, self.count, |i| {
+                    self.key(i)
+                })
             }
         }
-        Ok(None)
     }
 
     /// How stored key `i` compares with `key`.
@@ -390,11 +323,7 @@ pub(super) fn encode_leaf<'e>(
 ) -> usize {
     let count = entries.len();
     write_leaf_header(page, layout, count, txid);
-    let prefix = match layout {
-        Layout::Heads => shared_prefix(entries.clone()),
-        Layout::Legacy => 0,
-    };
-    set_prefix(page, layout, prefix);
+    let prefix = record_prefix(page, layout, entries.clone().map(|(k, _)| k));
     let used: usize = entries.clone().map(|(k, v)| entry_len(k.len(), &v)).sum();
     let area = page.len() - used;
     let stride = layout.slot();
@@ -403,22 +332,11 @@ pub(super) fn encode_leaf<'e>(
     for (i, (key, value)) in entries.enumerate() {
         put_u16(page, LEAF_HEADER + stride * i, start as u16);
         if layout == Layout::Heads {
-            put_head(page, i, head(key, prefix));
+            put_head(page, LEAF_HEADER, i, head(key, prefix));
         }
         start = write_entry(page, start, key, value);
     }
     prefix
-}
-
-/// The prefix that sorted `entries` share: that of the first and the last.
-fn shared_prefix<'e>(
-    mut entries: impl ExactSizeIterator<Item = (&'e [u8], ValueRef<'e>)>,
-) -> usize {
-    let Some((first, _)) = entries.next() else {
-        return 0;
-    };
-    let last = entries.last().map_or(first, |(k, _)| k);
-    common_prefix(first, last).min(usize::from(u16::MAX))
 }
 
 /// Writes a leaf's page header: kind (by layout), count and transaction.
@@ -427,20 +345,6 @@ pub(super) fn write_leaf_header(page: &mut [u8], layout: Layout, count: usize, t
     if layout == Layout::Legacy {
         page[0] = LEGACY_LEAF;
     }
-}
-
-/// Records in the header the length of the prefix the keys share (nothing in a legacy
-/// page).
-pub(super) fn set_prefix(page: &mut [u8], layout: Layout, prefix: usize) {
-    if layout == Layout::Heads {
-        put_u16(page, PREFIX_LEN, prefix as u16);
-    }
-}
-
-/// Writes `head` into slot `i` of a page with heads.
-pub(super) fn put_head(page: &mut [u8], i: usize, head: u32) {
-    let at = LEAF_HEADER + SLOT * i + 2;
-    page[at..at + HEAD].copy_from_slice(&head.to_be_bytes());
 }
 
 /// Writes one entry at `start` (the caller has checked that it fits); returns where it ends.
@@ -492,6 +396,7 @@ pub(super) fn overwrite_value(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::heads::{PREFIX_LEN, common_prefix};
 
     #[test]
     fn round_trip_search_and_sizes() -> Result<()> {

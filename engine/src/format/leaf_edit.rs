@@ -9,10 +9,8 @@
 //! its entries: no commit writes one, but a file may hold one) is rewritten whole when an
 //! insert needs the room or when it is written out.
 
-use super::leaf::{
-    Layout, SLOT, common_prefix, encode_leaf, entry_len, head, overwrite_value, put_head,
-    set_prefix, write_entry, write_leaf_header,
-};
+use super::heads::{Layout, common_prefix, head, put_head, set_prefix};
+use super::leaf::{SLOT, encode_leaf, entry_len, overwrite_value, write_entry, write_leaf_header};
 use super::{LEAF_HEADER, LeafPage, OverflowRef, ValueRef, leaf_entry_size, put_u16};
 use crate::error::{Error, Result};
 
@@ -209,7 +207,7 @@ impl LeafNode {
         set_prefix(&mut self.page, self.layout, prefix);
         for i in 0..self.count {
             let h = head(self.key(i)?, prefix);
-            put_head(&mut self.page, i, h);
+            put_head(&mut self.page, LEAF_HEADER, i, h);
         }
         Ok(())
     }
@@ -240,7 +238,7 @@ impl LeafNode {
         self.upper = at;
         self.size += SLOT + len;
         if prefix == self.prefix {
-            put_head(&mut self.page, i, head(key, prefix));
+            put_head(&mut self.page, LEAF_HEADER, i, head(key, prefix));
             Ok(())
         } else {
             self.set_heads(prefix)
@@ -344,7 +342,8 @@ impl LeafNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::leaf::{Layout, common_prefix, encode_leaf};
+    use crate::format::heads::{Layout, common_prefix};
+    use crate::format::leaf::encode_leaf;
 
     fn keys(n: &LeafNode) -> Vec<Vec<u8>> {
         (0..n.len())

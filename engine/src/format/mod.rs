@@ -8,6 +8,7 @@ mod branch_edit;
 mod catalog;
 mod freelist;
 pub(crate) mod header;
+mod heads;
 mod keys;
 mod leaf;
 mod leaf_edit;
@@ -23,8 +24,9 @@ pub(crate) use freelist::{FreeRun, decode_freelist, encode_freelist, freelist_le
 pub(crate) use header::{
     FORMAT_VERSION, HEADER_LEN, Header, LOG_UNITS_VERSION, MAGIC, OLDEST_VERSION,
 };
+pub(crate) use heads::Layout;
 pub(crate) use keys::compare;
-pub(crate) use leaf::{Layout, LeafPage, ValueRef, leaf_entry_size};
+pub(crate) use leaf::{LeafPage, ValueRef, leaf_entry_size};
 pub(crate) use leaf_edit::{LeafNode, Value};
 pub(crate) use log::{LOG_RECORD_HEADER, LOG_UNIT, LogOp, LogRecord, decode_ops, encode_record};
 pub(crate) use page::{

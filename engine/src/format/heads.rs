@@ -1,0 +1,148 @@
+//! Key heads, shared by leaves (format version 4) and branches (version 5): a slot holds
+//! its entry's offset and the four key bytes that follow the prefix all the page's keys
+//! share, zero-padded, whose length the page header holds. Read as big-endian numbers,
+//! heads order as keys do wherever they differ, so a search compares heads, which lie
+//! together in the slot array, and reads a stored key only where the heads are equal.
+//! Layout: docs/design.md#leaf-page.
+
+use super::page::{LEGACY_BRANCH, LEGACY_LEAF};
+use super::{get_u16, put_u16};
+use crate::error::Result;
+
+/// Bytes of a key's head.
+pub(super) const HEAD: usize = 4;
+/// Where the header holds the length of the prefix all keys share (`u16`).
+pub(super) const PREFIX_LEN: usize = 4;
+
+/// The slot layout of a tree page (leaf or branch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Offset and head: what this build writes.
+    Heads,
+    /// The offset alone: a leaf written before format version 4, a branch before 5.
+    Legacy,
+}
+
+impl Layout {
+    /// The layout of tree page `bytes`, from its kind byte.
+    pub(super) fn of(bytes: &[u8]) -> Layout {
+        if matches!(bytes.first(), Some(&(LEGACY_LEAF | LEGACY_BRANCH))) {
+            Layout::Legacy
+        } else {
+            Layout::Heads
+        }
+    }
+
+    /// Bytes of one slot.
+    #[inline(always)]
+    pub(super) const fn slot(self) -> usize {
+        match self {
+            Layout::Heads => 2 + HEAD,
+            Layout::Legacy => 2,
+        }
+    }
+}
+
+/// The head of `key` in a page whose keys share a prefix of `prefix` bytes: the four bytes
+/// after it, zero-padded, as a big-endian number (so heads order as keys do: keys whose
+/// heads differ compare as their heads do).
+#[inline(always)]
+pub(super) fn head(key: &[u8], prefix: usize) -> u32 {
+    let rest = key.get(prefix..).unwrap_or(&[]);
+    if let Some(&four) = rest.first_chunk::<HEAD>() {
+        return u32::from_be_bytes(four);
+    }
+    let mut b = [0u8; HEAD];
+    for (to, from) in b.iter_mut().zip(rest) {
+        *to = *from;
+    }
+    u32::from_be_bytes(b)
+}
+
+/// How many leading bytes `a` and `b` share.
+pub(super) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The prefix that the keys of a sorted run from `first` to `last` share, as a header
+/// records it (0 when the run is empty).
+fn shared_prefix(first: Option<&[u8]>, last: Option<&[u8]>) -> usize {
+    match (first, last) {
+        (Some(first), Some(last)) => common_prefix(first, last).min(usize::from(u16::MAX)),
+        _ => 0,
+    }
+}
+
+/// Records in the header of `page`, written whole in `layout` with the sorted `keys`, the
+/// length of the prefix they share; returns it (0 in a legacy page).
+pub(super) fn record_prefix<'e>(
+    page: &mut [u8],
+    layout: Layout,
+    mut keys: impl Iterator<Item = &'e [u8]>,
+) -> usize {
+    let prefix = match layout {
+        Layout::Heads => {
+            let first = keys.next();
+            shared_prefix(first, keys.last().or(first))
+        }
+        Layout::Legacy => 0,
+    };
+    set_prefix(page, layout, prefix);
+    prefix
+}
+
+/// The length of the prefix the header of tree page `page` records (0 in a legacy page).
+pub(super) fn recorded_prefix(page: &[u8]) -> usize {
+    match Layout::of(page) {
+        Layout::Heads => get_u16(page, PREFIX_LEN).map_or(0, usize::from),
+        Layout::Legacy => 0,
+    }
+}
+
+/// Records in the header the length of the prefix the keys share (nothing in a legacy
+/// page).
+pub(super) fn set_prefix(page: &mut [u8], layout: Layout, prefix: usize) {
+    if layout == Layout::Heads {
+        put_u16(page, PREFIX_LEN, prefix as u16);
+    }
+}
+
+/// The head recorded in slot `i` of a slot array with heads starting at byte `slots`.
+#[inline(always)]
+pub(super) fn slot_head(page: &[u8], slots: usize, i: usize) -> Option<u32> {
+    let at = slots + Layout::Heads.slot() * i + 2;
+    Some(u32::from_be_bytes(
+        page.get(at..at + HEAD)?.try_into().ok()?,
+    ))
+}
+
+/// Writes `head` into slot `i` of a slot array with heads starting at byte `slots`.
+pub(super) fn put_head(page: &mut [u8], slots: usize, i: usize, head: u32) {
+    let at = slots + Layout::Heads.slot() * i + 2;
+    page[at..at + HEAD].copy_from_slice(&head.to_be_bytes());
+}
+
+/// The first of a page's `count` keys (read with `key`) that does not start with the first
+/// key's `prefix` bytes, or whose slot (in the slot array with heads at byte `slots`) does
+/// not hold its head; `None` when every key is as it should be.
+pub(super) fn first_mismatch<'a>(
+    page: &[u8],
+    slots: usize,
+    prefix: usize,
+    count: usize,
+    key: impl Fn(usize) -> Result<&'a [u8]>,
+) -> Result<Option<usize>> {
+    if count == 0 {
+        return Ok(None);
+    }
+    let Some(shared) = key(0)?.get(..prefix) else {
+        return Ok(Some(0));
+    };
+    for i in 0..count {
+        let k = key(i)?;
+        if k.get(..prefix) != Some(shared) || slot_head(page, slots, i) != Some(head(k, prefix)) {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
