@@ -8,15 +8,15 @@
 //! compares heads lying together in the slot array and reads a separator only where the
 //! heads are equal. Child `i + 1` holds the keys at or above separator `i`.
 //!
-//! Branches written before format version 5 ([`LEGACY_BRANCH`]) have slots of the offset
+//! Branches written before format version 5 ([`super::page::LEGACY_BRANCH`]) have slots of the offset
 //! alone; they are read as they are, and get heads when a transaction changes them,
 //! unless they are too full to take them.
 
 use super::heads::{
-    Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head,
+    Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head, write_header,
 };
-use super::page::{CHILD_REF_LEN, LEGACY_BRANCH, page_count};
-use super::{BRANCH_HEADER, ChildRef, PAGE_HEADER, PageKind, get_u16, put_u16, write_page_header};
+use super::page::{CHILD_REF_LEN, page_count};
+use super::{BRANCH_HEADER, ChildRef, PAGE_HEADER, PageKind, get_u16, put_u16};
 use crate::error::{Error, Result};
 
 /// Bytes a separator and its right child take in a branch with heads, slot included.
@@ -118,9 +118,12 @@ impl<'a> BranchPage<'a> {
     pub fn used(&self) -> Result<usize> {
         let mut used = BRANCH_HEADER;
         for i in 0..self.count {
-            used += self.layout.slot() + 2 + self.key(i)?.len() + CHILD_REF_LEN;
+            used += branch_entry_size(self.key(i)?.len());
         }
-        Ok(used)
+        Ok(match self.layout {
+            Layout::Heads => used,
+            Layout::Legacy => used - legacy_saving(self.count),
+        })
     }
 
     /// Whether every separator holds the page's prefix and its slot the separator's head
@@ -215,7 +218,7 @@ pub(crate) fn encode_branch<'e>(
     layout: Layout,
 ) {
     let count = entries.len();
-    write_branch_header(page, layout, count, txid);
+    write_header(page, PageKind::Branch, layout, count, txid);
     let prefix = record_prefix(page, layout, entries.clone().map(|(k, _)| k));
     first.encode(page, PAGE_HEADER);
     let stride = layout.slot();
@@ -232,14 +235,6 @@ pub(crate) fn encode_branch<'e>(
         end = start;
     }
     page[BRANCH_HEADER + stride * count..end].fill(0);
-}
-
-/// Writes a branch's page header: kind (by layout), count and transaction.
-pub(super) fn write_branch_header(page: &mut [u8], layout: Layout, count: usize, txid: u64) {
-    write_page_header(page, PageKind::Branch, count as u16, txid);
-    if layout == Layout::Legacy {
-        page[0] = LEGACY_BRANCH;
-    }
 }
 
 #[cfg(test)]

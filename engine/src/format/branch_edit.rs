@@ -9,10 +9,9 @@
 //! writes inside its entry and keeps that layout. (A branch without heads, written before
 //! format version 5, is decoded instead, so that the commit writes it with heads.)
 
-use super::branch::write_branch_header;
-use super::heads::{recorded_prefix, set_prefix};
+use super::heads::{recorded_prefix, set_prefix, write_header};
 use super::page::CHILD_REF_LEN;
-use super::{BRANCH_HEADER, BranchPage, ChildRef, Layout, PAGE_HEADER};
+use super::{BRANCH_HEADER, BranchPage, ChildRef, Layout, PAGE_HEADER, PageKind};
 use super::{compare, get_u16};
 
 /// A branch page's copy whose entries are known to be packed in slot order.
@@ -121,7 +120,13 @@ impl BranchImage {
         let lowest = self.lowest();
         self.page[BRANCH_HEADER + SLOT * self.count..lowest].fill(0);
         let prefix = recorded_prefix(&self.page);
-        write_branch_header(&mut self.page, Layout::Heads, self.count, txid);
+        write_header(
+            &mut self.page,
+            PageKind::Branch,
+            Layout::Heads,
+            self.count,
+            txid,
+        );
         set_prefix(&mut self.page, Layout::Heads, prefix);
         self.page
     }

@@ -6,7 +6,7 @@
 //! Layout: docs/design.md#leaf-page.
 
 use super::page::{LEGACY_BRANCH, LEGACY_LEAF};
-use super::{get_u16, put_u16};
+use super::{PageKind, get_u16, put_u16, write_page_header};
 use crate::error::Result;
 
 /// Bytes of a key's head.
@@ -40,6 +40,25 @@ impl Layout {
             Layout::Heads => 2 + HEAD,
             Layout::Legacy => 2,
         }
+    }
+}
+
+/// Writes the header of a tree page of `kind` (leaf or branch) in `layout`: its kind byte
+/// (the legacy one for a page without heads), count and transaction. The prefix is
+/// recorded separately ([`record_prefix`], [`set_prefix`]).
+pub(super) fn write_header(
+    page: &mut [u8],
+    kind: PageKind,
+    layout: Layout,
+    count: usize,
+    txid: u64,
+) {
+    write_page_header(page, kind, count as u16, txid);
+    if layout == Layout::Legacy {
+        page[0] = match kind {
+            PageKind::Branch => LEGACY_BRANCH,
+            _ => LEGACY_LEAF,
+        };
     }
 }
 

@@ -10,16 +10,15 @@
 //! An entry is `key_len: u16, flags: u8, value_len: u32, key`, then the value itself or,
 //! when flag bit 0 is set, an overflow reference `first_page: u64, crc: u32`.
 //!
-//! Leaves written before format version 4 ([`LEGACY_LEAF`]) have slots of the offset
+//! Leaves written before format version 4 ([`super::page::LEGACY_LEAF`]) have slots of the offset
 //! alone; they are read as they are.
 
 use super::heads::{
-    Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head,
+    Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head, write_header,
 };
-use super::page::{LEGACY_LEAF, page_count};
+use super::page::page_count;
 use super::{
     LEAF_HEADER, OverflowRef, PageKind, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64,
-    write_page_header,
 };
 use crate::error::{Error, Result};
 
@@ -322,7 +321,7 @@ pub(super) fn encode_leaf<'e>(
     layout: Layout,
 ) -> usize {
     let count = entries.len();
-    write_leaf_header(page, layout, count, txid);
+    write_header(page, PageKind::Leaf, layout, count, txid);
     let prefix = record_prefix(page, layout, entries.clone().map(|(k, _)| k));
     let used: usize = entries.clone().map(|(k, v)| entry_len(k.len(), &v)).sum();
     let area = page.len() - used;
@@ -337,14 +336,6 @@ pub(super) fn encode_leaf<'e>(
         start = write_entry(page, start, key, value);
     }
     prefix
-}
-
-/// Writes a leaf's page header: kind (by layout), count and transaction.
-pub(super) fn write_leaf_header(page: &mut [u8], layout: Layout, count: usize, txid: u64) {
-    write_page_header(page, PageKind::Leaf, count as u16, txid);
-    if layout == Layout::Legacy {
-        page[0] = LEGACY_LEAF;
-    }
 }
 
 /// Writes one entry at `start` (the caller has checked that it fits); returns where it ends.

@@ -9,9 +9,9 @@
 //! its entries: no commit writes one, but a file may hold one) is rewritten whole when an
 //! insert needs the room or when it is written out.
 
-use super::heads::{Layout, common_prefix, head, put_head, set_prefix};
-use super::leaf::{SLOT, encode_leaf, entry_len, overwrite_value, write_entry, write_leaf_header};
-use super::{LEAF_HEADER, LeafPage, OverflowRef, ValueRef, leaf_entry_size, put_u16};
+use super::heads::{Layout, common_prefix, head, put_head, set_prefix, write_header};
+use super::leaf::{SLOT, encode_leaf, entry_len, overwrite_value, write_entry};
+use super::{LEAF_HEADER, LeafPage, OverflowRef, PageKind, ValueRef, leaf_entry_size, put_u16};
 use crate::error::{Error, Result};
 
 /// What an entry's value was, once removed or replaced: enough to free its overflow run.
@@ -54,7 +54,7 @@ impl LeafNode {
     /// An empty leaf for pages of `page_size` bytes.
     pub fn new(page_size: usize) -> LeafNode {
         let mut page = vec![0u8; page_size].into_boxed_slice();
-        write_leaf_header(&mut page, Layout::Heads, 0, 0);
+        write_header(&mut page, PageKind::Leaf, Layout::Heads, 0, 0);
         LeafNode {
             page,
             count: 0,
@@ -333,7 +333,13 @@ impl LeafNode {
         }
         let end = self.slots_end();
         self.page[end..self.upper].fill(0);
-        write_leaf_header(&mut self.page, self.layout, self.count, txid);
+        write_header(
+            &mut self.page,
+            PageKind::Leaf,
+            self.layout,
+            self.count,
+            txid,
+        );
         set_prefix(&mut self.page, self.layout, self.prefix);
         Ok(self.page)
     }

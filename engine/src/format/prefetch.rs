@@ -112,6 +112,8 @@ mod tests {
         prefetch(&bytes, 0);
         prefetch(&bytes, 16);
         prefetch(&bytes, usize::MAX);
+        page_start(&bytes);
+        page_start(&[]);
         assert_eq!(bytes, [1u8; 16]);
     }
 }
