@@ -45,6 +45,7 @@ mod recovery;
 mod stats;
 pub mod storage;
 mod table;
+mod verified;
 mod write_txn;
 mod writer_slot;
 

@@ -2,71 +2,22 @@
 //!
 //! Every page is checked against the checksum its parent recorded the first time it is
 //! read after the file was opened or the page was rewritten; a lock-free bitmap remembers
-//! which pages passed, so steady-state reads pay nothing for verification.
+//! which pages passed, so steady-state reads pay nothing for verification, and beside it
+//! the shape of each verified leaf whose entries all look alike (`verified.rs`,
+//! `format/shape.rs`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    BranchPage, ChildRef, LeafPage, OVERFLOW_HEADER, OverflowRef, PageKind, Slot, TableMeta,
+    BranchPage, ChildRef, LeafPage, OVERFLOW_HEADER, OverflowRef, PageKind, Shape, Slot, TableMeta,
     checksum, page_kind,
 };
 use crate::storage::Region;
+pub(crate) use crate::verified::VerifiedSet;
 
 /// The first page that can hold data: pages 0 and 1 hold the header and commit slots.
 pub(crate) const FIRST_DATA_PAGE: u64 = 2;
-
-/// Which pages have been verified since they were last written.
-#[derive(Debug)]
-pub(crate) struct VerifiedSet {
-    words: Box<[AtomicU64]>,
-}
-
-impl VerifiedSet {
-    pub fn with_capacity(pages: u64) -> VerifiedSet {
-        let words = usize::try_from(pages.div_ceil(64)).unwrap_or(0).max(1);
-        VerifiedSet {
-            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    pub fn capacity(&self) -> u64 {
-        self.words.len() as u64 * 64
-    }
-
-    fn word(&self, page: u64) -> Option<(&AtomicU64, u64)> {
-        let w = self.words.get(usize::try_from(page / 64).ok()?)?;
-        Some((w, 1 << (page % 64)))
-    }
-
-    #[inline]
-    pub fn contains(&self, page: u64) -> bool {
-        self.word(page)
-            .is_some_and(|(w, bit)| w.load(Ordering::Relaxed) & bit != 0)
-    }
-
-    pub fn insert(&self, page: u64) {
-        if let Some((w, bit)) = self.word(page) {
-            w.fetch_or(bit, Ordering::Relaxed);
-        }
-    }
-
-    pub fn remove(&self, page: u64) {
-        if let Some((w, bit)) = self.word(page) {
-            w.fetch_and(!bit, Ordering::Relaxed);
-        }
-    }
-
-    /// A copy with room for at least `pages` pages (twice that, so copies stay rare).
-    pub fn grown(&self, pages: u64) -> VerifiedSet {
-        let bigger = VerifiedSet::with_capacity(pages.saturating_mul(2));
-        for (dst, src) in bigger.words.iter().zip(self.words.iter()) {
-            dst.store(src.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        bigger
-    }
-}
 
 /// One committed state, as readers see it.
 #[derive(Debug)]
@@ -145,16 +96,40 @@ impl Snapshot {
     }
 
     /// The tree page `r` points at (its first lines asked for: a search is coming).
+    ///
+    /// A leaf comes with its [`Shape`]: worked out when the leaf is verified, kept beside
+    /// its verified bit afterwards.
     pub fn tree_page(&self, r: ChildRef) -> Result<TreePage<'_>> {
-        let bytes = self.page(r)?;
+        let bytes = self.raw(r.page, self.page_size)?;
         crate::format::prefetch::page_start(bytes);
+        let fresh = !self.verified.contains(r.page);
+        if fresh {
+            verify(r.page, bytes, r.crc)?;
+        }
         match page_kind(bytes) {
-            Some(PageKind::Leaf) => Ok(TreePage::Leaf(LeafPage::new(bytes, r.page)?)),
-            Some(PageKind::Branch) => Ok(TreePage::Branch(BranchPage::new(bytes, r.page)?)),
-            other => Err(Error::corrupt(
-                r.page,
-                format!("expected a tree page, found {other:?}"),
-            )),
+            Some(PageKind::Leaf) => {
+                let leaf = LeafPage::new(bytes, r.page)?;
+                let shape = if fresh {
+                    let shape = Shape::of(&leaf);
+                    self.verified.insert_leaf(r.page, shape);
+                    shape
+                } else {
+                    self.verified.shape(r.page)
+                };
+                Ok(TreePage::Leaf(leaf.with_shape(shape)))
+            }
+            kind => {
+                if fresh {
+                    self.verified.insert(r.page);
+                }
+                match kind {
+                    Some(PageKind::Branch) => Ok(TreePage::Branch(BranchPage::new(bytes, r.page)?)),
+                    other => Err(Error::corrupt(
+                        r.page,
+                        format!("expected a tree page, found {other:?}"),
+                    )),
+                }
+            }
         }
     }
 
@@ -167,6 +142,7 @@ impl Snapshot {
         (page_kind(bytes) == Some(PageKind::Leaf))
             .then(|| LeafPage::new(bytes, page).ok())
             .flatten()
+            .map(|leaf| leaf.with_shape(self.verified.shape(page)))
     }
 
     /// The value stored in overflow run `o`, verified on first read.
@@ -194,22 +170,4 @@ pub(crate) fn verify(id: u64, bytes: &[u8], expected: u32) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn verified_set_marks_and_grows() {
-        let v = VerifiedSet::with_capacity(10);
-        assert!(!v.contains(3));
-        v.insert(3);
-        v.insert(1_000_000); // out of range: ignored
-        assert!(v.contains(3) && !v.contains(1_000_000));
-        let g = v.grown(1000);
-        assert!(g.capacity() >= 1000 && g.contains(3));
-        g.remove(3);
-        assert!(!g.contains(3) && v.contains(3));
-    }
 }

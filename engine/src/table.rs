@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crate::btree::{Pages, RangeIter};
 use crate::error::{Error, Result};
 use crate::format::LogOp;
-use crate::format::{ChildRef, MAX_VALUE_LEN, TableMeta, compare};
+use crate::format::{ChildRef, LeafPage, MAX_VALUE_LEN, TableMeta, compare};
 use crate::write_txn::WriteTxn;
 
 /// A table's name and entry count.
@@ -97,6 +97,19 @@ fn first_or_last<'a>(
         .transpose()
 }
 
+/// Whether `key` lies between the first and the last key of leaf `l` (both included),
+/// so that no other leaf of its tree can hold it. A leaf with a shape answers from its
+/// heads, without reading an entry.
+fn within(l: &LeafPage<'_>, key: &[u8]) -> Result<bool> {
+    if let Some(shape) = l.shape() {
+        return Ok(shape.covers(l, key));
+    }
+    let Some(last) = l.len().checked_sub(1) else {
+        return Ok(false);
+    };
+    Ok(compare(key, l.key(0)?).is_ge() && compare(key, l.key(last)?).is_le())
+}
+
 impl<'t> Table<'t> {
     pub(crate) fn new(pages: Pages<'t>, meta: TableMeta, finger: &'t Finger) -> Table<'t> {
         Table {
@@ -116,9 +129,7 @@ impl<'t> Table<'t> {
         };
         if let Some(leaf) = self.finger.leaf_of(root.page)
             && let Some(l) = self.pages.snapshot.verified_leaf(leaf)
-            && let Some(last) = l.len().checked_sub(1)
-            && compare(key, l.key(0)?).is_ge()
-            && compare(key, l.key(last)?).is_le()
+            && within(&l, key)?
         {
             return self.pages.value_in(l, key);
         }

@@ -96,6 +96,9 @@ impl<'a> Pages<'a> {
 
     /// The value stored under `key` in leaf `l`.
     pub fn value_in(&self, l: LeafPage<'a>, key: &[u8]) -> Result<Option<&'a [u8]>> {
+        if let Some(shape) = l.shape() {
+            return shape.value(&l, key);
+        }
         let Ok(i) = l.search(key)? else {
             return Ok(None);
         };

@@ -71,11 +71,9 @@ pub(super) fn head(key: &[u8], prefix: usize) -> u32 {
     if let Some(&four) = rest.first_chunk::<HEAD>() {
         return u32::from_be_bytes(four);
     }
-    let mut b = [0u8; HEAD];
-    for (to, from) in b.iter_mut().zip(rest) {
-        *to = *from;
-    }
-    u32::from_be_bytes(b)
+    // Fewer than four bytes: left-aligned in the top half of `tail`'s word (a copy into a
+    // padded array compiled to a call to `memcpy`).
+    (super::keys::tail(rest) >> 32) as u32
 }
 
 /// How many leading bytes `a` and `b` share.

@@ -43,7 +43,7 @@ fn word(c: &[u8]) -> u64 {
 /// bytes as the length has them (a copy of `c.len()` bytes compiled to a call to `memcpy`,
 /// which cost a branch search's comparison with its prefix more than the rest of it).
 #[inline(always)]
-fn tail(c: &[u8]) -> u64 {
+pub(super) fn tail(c: &[u8]) -> u64 {
     let (mut w, mut free, mut rest) = (0u64, 64, c);
     if let Some((four, r)) = rest.split_first_chunk::<4>() {
         free -= 32;

@@ -17,6 +17,7 @@ use super::heads::{
     Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head, write_header,
 };
 use super::page::page_count;
+use super::shape::Shape;
 use super::{
     LEAF_HEADER, OverflowRef, PageKind, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64,
 };
@@ -60,6 +61,9 @@ pub(crate) struct LeafPage<'a> {
     layout: Layout,
     /// The length of the prefix every key shares (0 in a legacy page).
     prefix: usize,
+    /// What its entries look like, when they all look alike and a reader has worked it
+    /// out (see [`Shape`]).
+    shape: Option<Shape>,
 }
 
 impl<'a> LeafPage<'a> {
@@ -89,7 +93,19 @@ impl<'a> LeafPage<'a> {
             count,
             layout,
             prefix,
+            shape: None,
         }
+    }
+
+    /// The same page, known to have `shape` (from a reader that verified it).
+    pub(crate) fn with_shape(self, shape: Option<Shape>) -> LeafPage<'a> {
+        LeafPage { shape, ..self }
+    }
+
+    /// The page's shape, if a reader worked it out.
+    #[inline(always)]
+    pub(crate) fn shape(&self) -> Option<Shape> {
+        self.shape
     }
 
     pub fn len(&self) -> usize {
@@ -134,8 +150,42 @@ impl<'a> LeafPage<'a> {
 
     /// The head recorded in slot `i` (of a page with heads).
     #[inline(always)]
-    fn slot_head(&self, i: usize) -> Option<u32> {
+    pub(super) fn head_at(&self, i: usize) -> Option<u32> {
         slot_head(self.bytes, LEAF_HEADER, i)
+    }
+
+    /// The slot whose head is `h`, by a binary search over the heads alone: for a page
+    /// whose heads rise and tell its keys apart (one of a [`Shape`]).
+    #[inline]
+    pub(super) fn find_head(&self, h: u32) -> Result<Option<usize>> {
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let Some(stored) = self.head_at(mid) else {
+                return Err(self.bad(mid));
+            };
+            match stored.cmp(&h) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(Some(mid)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The inline value of entry `i`, whose key is `key_len` bytes long and value
+    /// `value_len`, found from its slot without reading the entry's header.
+    #[inline(always)]
+    pub(super) fn inline_value(
+        &self,
+        i: usize,
+        key_len: usize,
+        value_len: usize,
+    ) -> Result<&'a [u8]> {
+        let start = self.entry_start(i)? + ENTRY_HEADER + key_len;
+        self.bytes
+            .get(start..start + value_len)
+            .ok_or_else(|| self.bad(i))
     }
 
     /// Where entry `i` starts and how many bytes it takes (its slot not included), when it
@@ -167,6 +217,21 @@ impl<'a> LeafPage<'a> {
 
     pub fn key(&self, i: usize) -> Result<&'a [u8]> {
         self.key_at(i).ok_or_else(|| self.bad(i))
+    }
+
+    /// Entry `i`'s key and the length of its value, if the value is inline and the entry
+    /// lies inside the page (what [`Shape::of`] needs, without decoding the rest).
+    #[inline(always)]
+    pub(super) fn key_and_inline_len(&self, i: usize) -> Option<(&'a [u8], usize)> {
+        let b = self.bytes;
+        let at = self.slot(i)?;
+        let (klen, flags, vlen) = (get_u16(b, at)?, *b.get(at + 2)?, get_u32(b, at + 3)?);
+        let kstart = at + ENTRY_HEADER;
+        let vstart = kstart + usize::from(klen);
+        let vlen = vlen as usize;
+        (flags & FLAG_OVERFLOW == 0 && vstart.checked_add(vlen)? <= b.len())
+            .then(|| Some((b.get(kstart..vstart)?, vlen)))
+            .flatten()
     }
 
     pub fn entry(&self, i: usize) -> Result<(&'a [u8], ValueRef<'a>)> {
@@ -252,7 +317,7 @@ impl<'a> LeafPage<'a> {
         let h = head(key, self.prefix);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let Some(stored) = self.slot_head(mid) else {
+            let Some(stored) = self.head_at(mid) else {
                 return Err(self.bad(mid));
             };
             let order = match stored.cmp(&h) {

@@ -15,6 +15,7 @@ mod leaf_edit;
 mod log;
 mod page;
 pub(crate) mod prefetch;
+mod shape;
 mod slot;
 
 pub(crate) use branch::{BranchPage, encode_branch};
@@ -33,6 +34,7 @@ pub(crate) use page::{
     BRANCH_HEADER, ChildRef, LEAF_HEADER, OVERFLOW_HEADER, OverflowRef, PAGE_HEADER, PageKind,
     ZERO_PAGE, checksum, checksum_parts, page_kind, page_txid, write_page_header,
 };
+pub(crate) use shape::Shape;
 pub(crate) use slot::{SLOT_LEN, SLOT_OFFSET, Slot};
 
 pub(crate) use branch::{branch_entry_size, legacy_saving};

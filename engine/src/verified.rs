@@ -1,0 +1,124 @@
+//! Which pages a reader has verified since they were last written, and the shapes of the
+//! leaves among them: lock-free, shared by every snapshot of a database, so that
+//! steady-state reads pay nothing for verification (docs/design.md#reads-and-verification).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::format::Shape;
+
+/// Which pages have been verified since they were last written, with the [`Shape`] a
+/// reader found in each verified leaf that has one.
+///
+/// A shape is stored before its page's bit is set and cleared with it, when the page is
+/// rewritten. Readers never see a shape of a page's earlier contents: a page is only
+/// rewritten while it is free, when no snapshot a reader holds can reach it, and a reader
+/// gets the new contents' snapshot after the writer cleared the bit and the shape.
+#[derive(Debug)]
+pub(crate) struct VerifiedSet {
+    words: Box<[AtomicU64]>,
+    /// Three words per page ([`Shape::pack`]); a first word of zero: no shape known.
+    shapes: Box<[[AtomicU64; 3]]>,
+}
+
+impl VerifiedSet {
+    pub fn with_capacity(pages: u64) -> VerifiedSet {
+        let words = usize::try_from(pages.div_ceil(64)).unwrap_or(0).max(1);
+        VerifiedSet {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            shapes: (0..words * 64).map(|_| Default::default()).collect(),
+        }
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.words.len() as u64 * 64
+    }
+
+    fn word(&self, page: u64) -> Option<(&AtomicU64, u64)> {
+        let w = self.words.get(usize::try_from(page / 64).ok()?)?;
+        Some((w, 1 << (page % 64)))
+    }
+
+    fn shape_words(&self, page: u64) -> Option<&[AtomicU64; 3]> {
+        self.shapes.get(usize::try_from(page).ok()?)
+    }
+
+    #[inline]
+    pub fn contains(&self, page: u64) -> bool {
+        self.word(page)
+            .is_some_and(|(w, bit)| w.load(Ordering::Relaxed) & bit != 0)
+    }
+
+    pub fn insert(&self, page: u64) {
+        if let Some((w, bit)) = self.word(page) {
+            w.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks leaf `page` verified, with the shape a reader found in it.
+    pub fn insert_leaf(&self, page: u64, shape: Option<Shape>) {
+        if let (Some(words), Some(shape)) = (self.shape_words(page), shape) {
+            let [first, rest @ ..] = shape.pack();
+            for (word, value) in words[1..].iter().zip(rest) {
+                word.store(value, Ordering::Relaxed);
+            }
+            words[0].store(first, Ordering::Release);
+        }
+        self.insert(page);
+    }
+
+    /// The shape a reader found in verified leaf `page`, if it has one.
+    #[inline]
+    pub fn shape(&self, page: u64) -> Option<Shape> {
+        let words = self.shape_words(page)?;
+        let first = words[0].load(Ordering::Acquire);
+        if first == 0 {
+            return None;
+        }
+        Shape::unpack([
+            first,
+            words[1].load(Ordering::Relaxed),
+            words[2].load(Ordering::Relaxed),
+        ])
+    }
+
+    pub fn remove(&self, page: u64) {
+        if let Some((w, bit)) = self.word(page) {
+            w.fetch_and(!bit, Ordering::Relaxed);
+        }
+        if let Some(words) = self.shape_words(page) {
+            words[0].store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A copy with room for at least `pages` pages (twice that, so copies stay rare).
+    pub fn grown(&self, pages: u64) -> VerifiedSet {
+        let bigger = VerifiedSet::with_capacity(pages.saturating_mul(2));
+        for (dst, src) in bigger.words.iter().zip(self.words.iter()) {
+            dst.store(src.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        for (dst, src) in bigger.shapes.iter().zip(self.shapes.iter()) {
+            for (d, s) in dst.iter().zip(src) {
+                d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        bigger
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verified_set_marks_and_grows() {
+        let v = VerifiedSet::with_capacity(10);
+        assert!(!v.contains(3));
+        v.insert(3);
+        v.insert(1_000_000); // out of range: ignored
+        assert!(v.contains(3) && !v.contains(1_000_000));
+        let g = v.grown(1000);
+        assert!(g.capacity() >= 1000 && g.contains(3));
+        g.remove(3);
+        assert!(!g.contains(3) && v.contains(3));
+    }
+}
