@@ -188,8 +188,8 @@ impl Storage for FileStorage {
         self.file.write_all_at(data, offset)
     }
 
-    /// One `pwritev` per [`CACHE_BLOCK`] of the file (see there why), positioned: the
-    /// file offset is never used.
+    /// One `pwritev` per 64 KiB block of the file (`CACHE_BLOCK`, see there why),
+    /// positioned: the file offset is never used.
     fn write_vectored(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
         for_each_block(offset, bufs, |at, slices| self.pwritev_all(at, slices))
     }
