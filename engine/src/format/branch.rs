@@ -13,7 +13,8 @@
 //! unless they are too full to take them.
 
 use super::heads::{
-    Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head, write_header,
+    Layout, first_mismatch, head, partition, put_head, record_prefix, recorded_prefix, slot_head,
+    write_header,
 };
 use super::page::{CHILD_REF_LEN, page_count};
 use super::{BRANCH_HEADER, ChildRef, PAGE_HEADER, PageKind, get_u16, put_u16};
@@ -156,23 +157,17 @@ impl<'a> BranchPage<'a> {
     #[inline]
     fn find_by_heads(&self, key: &[u8]) -> Result<usize> {
         let n = self.count;
-        let (mut lo, mut hi) = (0, n);
         let h = head(key, self.prefix);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let Some(stored) = self.slot_head(mid) else {
-                return Err(self.bad(mid));
-            };
-            let at_or_below = match stored.cmp(&h) {
-                std::cmp::Ordering::Equal => super::compare(self.key(mid)?, key).is_le(),
-                unequal => unequal.is_lt(),
-            };
-            if at_or_below {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
+        let head_of = |i: usize| self.slot_head(i).ok_or_else(|| self.bad(i));
+        let lo = match n {
+            0 => 0,
+            _ => partition(n, h, head_of(0)?, head_of(n - 1)?, |i| {
+                Ok(match head_of(i)?.cmp(&h) {
+                    std::cmp::Ordering::Equal => super::compare(self.key(i)?, key).is_le(),
+                    unequal => unequal.is_lt(),
+                })
+            })?,
+        };
         if n == 0 || self.prefix == 0 {
             return Ok(lo);
         }

@@ -133,6 +133,75 @@ pub(super) fn slot_head(page: &[u8], slots: usize, i: usize) -> Option<u32> {
     ))
 }
 
+/// How many of `n` entries come before head `h` by `before` (true for the entries that
+/// come first, false for every one after), given `first` and `last`, the heads of the
+/// first and the last entry.
+///
+/// A binary search probes about `log2(n)` entries one after another, each waiting for the
+/// one before. Heads of keys spread evenly (counters, timestamps, hashes) lie on a line
+/// from `first` to `last`, so the search starts where `h` falls on that line, then gallops
+/// away from the guess in steps that double, and ends with a binary search between the
+/// last two probes: a guess off by `d` entries costs about `2 log2(d)` probes, by none
+/// two, and keys that are not spread evenly at most about twice a binary search's.
+#[inline(always)]
+pub(super) fn partition(
+    n: usize,
+    h: u32,
+    first: u32,
+    last: u32,
+    mut before: impl FnMut(usize) -> Result<bool>,
+) -> Result<usize> {
+    if n == 0 {
+        return Ok(0);
+    }
+    let guess = if h <= first {
+        0
+    } else if h >= last {
+        n - 1
+    } else {
+        // `first < h < last`, so the quotient is below `n - 1`.
+        (u64::from(h - first) * (n as u64 - 1) / u64::from(last - first)) as usize
+    };
+    // Gallop from the guess to bracket the boundary: `before` holds below `lo` and fails
+    // from `hi` on.
+    let (mut lo, mut hi);
+    if before(guess)? {
+        (lo, hi) = (guess + 1, n);
+        let mut step = 1;
+        while lo + step - 1 < hi {
+            let probe = lo + step - 1;
+            if before(probe)? {
+                lo = probe + 1;
+                step *= 2;
+            } else {
+                hi = probe;
+                break;
+            }
+        }
+    } else {
+        (lo, hi) = (0, guess);
+        let mut step = 1;
+        while step <= hi {
+            let probe = hi - step;
+            if before(probe)? {
+                lo = probe + 1;
+                break;
+            }
+            hi = probe;
+            step *= 2;
+        }
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid)? {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
 /// Writes `head` into slot `i` of a slot array with heads starting at byte `slots`.
 pub(super) fn put_head(page: &mut [u8], slots: usize, i: usize, head: u32) {
     let at = slots + Layout::Heads.slot() * i + 2;
@@ -162,4 +231,65 @@ pub(super) fn first_mismatch<'a>(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    /// Runs `partition` over `n` entries of which the first `boundary` come before,
+    /// counting the probes.
+    fn run(n: usize, boundary: usize, h: u32, first: u32, last: u32) -> Result<(usize, usize)> {
+        let mut probes = 0;
+        let found = partition(n, h, first, last, |i| {
+            assert!(i < n, "probe {i} of {n}");
+            probes += 1;
+            Ok(i < boundary)
+        })?;
+        Ok((found, probes))
+    }
+
+    #[test]
+    fn partition_finds_the_boundary_whatever_the_guess() -> Result<()> {
+        let heads = [0, 1, 7, 1_000, u32::MAX / 2, u32::MAX - 1, u32::MAX];
+        for n in 0..80 {
+            for boundary in 0..=n {
+                for &h in &heads {
+                    for &first in &heads {
+                        for &last in &heads {
+                            let (found, probes) = run(n, boundary, h, first, last)?;
+                            assert_eq!(found, boundary, "n {n}, h {h}, {first}..{last}");
+                            // At most about twice a binary search's probes.
+                            let log = usize::BITS - n.leading_zeros();
+                            assert!(probes <= 2 * log as usize + 2, "{probes} probes, n {n}");
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn evenly_spread_heads_take_a_few_probes() -> Result<()> {
+        // 145 entries whose heads rise by 1,000: a head's entry is where the line puts it.
+        let n = 145;
+        for boundary in 0..n {
+            let h = boundary as u32 * 1_000;
+            let (found, probes) = run(n, boundary, h, 0, (n as u32 - 1) * 1_000)?;
+            assert_eq!(found, boundary);
+            assert!(probes <= 2, "{probes} probes for entry {boundary}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn an_error_from_a_probe_is_returned() {
+        let failed = partition(10, 5, 0, 9, |i| match i {
+            5 => Err(Error::corrupt(3, "probe")),
+            _ => Ok(i < 5),
+        });
+        assert!(failed.is_err());
+    }
 }

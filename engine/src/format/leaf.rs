@@ -14,7 +14,8 @@
 //! alone; they are read as they are.
 
 use super::heads::{
-    Layout, first_mismatch, head, put_head, record_prefix, recorded_prefix, slot_head, write_header,
+    Layout, first_mismatch, head, partition, put_head, record_prefix, recorded_prefix, slot_head,
+    write_header,
 };
 use super::page::page_count;
 use super::shape::Shape;
@@ -158,19 +159,13 @@ impl<'a> LeafPage<'a> {
     /// whose heads rise and tell its keys apart (one of a [`Shape`]).
     #[inline]
     pub(super) fn find_head(&self, h: u32) -> Result<Option<usize>> {
-        let (mut lo, mut hi) = (0, self.count);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let Some(stored) = self.head_at(mid) else {
-                return Err(self.bad(mid));
-            };
-            match stored.cmp(&h) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Ok(Some(mid)),
-            }
+        let n = self.count;
+        let head_of = |i: usize| self.head_at(i).ok_or_else(|| self.bad(i));
+        if n == 0 {
+            return Ok(None);
         }
-        Ok(None)
+        let i = partition(n, h, head_of(0)?, head_of(n - 1)?, |i| Ok(head_of(i)? < h))?;
+        Ok((i < n && head_of(i)? == h).then_some(i))
     }
 
     /// The inline value of entry `i`, whose key is `key_len` bytes long and value
@@ -313,22 +308,26 @@ impl<'a> LeafPage<'a> {
             super::prefetch::prefetch(self.bytes, line);
             line += 64;
         }
-        let (mut lo, mut hi) = (0, n);
         let h = head(key, self.prefix);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let Some(stored) = self.head_at(mid) else {
-                return Err(self.bad(mid));
-            };
-            let order = match stored.cmp(&h) {
-                std::cmp::Ordering::Equal => self.order_at(mid, key)?,
+        let head_of = |i: usize| self.head_at(i).ok_or_else(|| self.bad(i));
+        let order = |i: usize| -> Result<std::cmp::Ordering> {
+            Ok(match head_of(i)?.cmp(&h) {
+                std::cmp::Ordering::Equal => self.order_at(i, key)?,
                 unequal => unequal,
-            };
-            match order {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Ok(Ok(mid)),
-            }
+            })
+        };
+        let lo = match n {
+            0 => 0,
+            _ => partition(
+                n,
+                h,
+                head_of(0)?,
+                head_of(n - 1)?,
+                |i| Ok(order(i)?.is_lt()),
+            )?,
+        };
+        if lo < n && head_of(lo)? == h && order(lo)?.is_eq() {
+            return Ok(Ok(lo));
         }
         if n == 0 || self.prefix == 0 {
             return Ok(Err(lo));
