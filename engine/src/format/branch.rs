@@ -149,7 +149,7 @@ impl<'a> BranchPage<'a> {
         }
     }
 
-    /// [`BranchPage::find_child`] over the heads in the slot array; a separator is read
+    /// [`BranchPage::find_child`] over the heads in the slot array ([`partition`]); a separator is read
     /// only where its head equals `key`'s, and the first one at the end when the
     /// separators share a prefix, to compare it with `key`'s (always the same separator,
     /// so its line stays cached while the page is; reading it before the search measured

@@ -155,7 +155,7 @@ impl<'a> LeafPage<'a> {
         slot_head(self.bytes, LEAF_HEADER, i)
     }
 
-    /// The slot whose head is `h`, by a binary search over the heads alone: for a page
+    /// The slot whose head is `h`, by a search over the heads alone ([`partition`]): for a page
     /// whose heads rise and tell its keys apart (one of a [`Shape`]).
     #[inline]
     pub(super) fn find_head(&self, h: u32) -> Result<Option<usize>> {
@@ -296,7 +296,7 @@ impl<'a> LeafPage<'a> {
         }
     }
 
-    /// A binary search over the heads in the slot array; a stored key is read only where
+    /// A search over the heads in the slot array ([`partition`]); a stored key is read only where
     /// its head equals `key`'s.
     #[inline]
     fn search_heads(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
