@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    BranchPage, ChildRef, LeafPage, OVERFLOW_HEADER, OverflowRef, PageKind, Shape, Slot, TableMeta,
+    BranchPage, ChildRef, Known, LeafPage, OVERFLOW_HEADER, OverflowRef, PageKind, Slot, TableMeta,
     checksum, page_kind,
 };
 use crate::storage::Region;
@@ -97,8 +97,7 @@ impl Snapshot {
 
     /// The tree page `r` points at (its first lines asked for: a search is coming).
     ///
-    /// A leaf comes with its [`Shape`]: worked out when the leaf is verified, kept beside
-    /// its verified bit afterwards.
+    /// A leaf comes with what readers know of its shape (kept beside its verified bit).
     pub fn tree_page(&self, r: ChildRef) -> Result<TreePage<'_>> {
         let bytes = self.raw(r.page, self.page_size)?;
         crate::format::prefetch::page_start(bytes);
@@ -108,15 +107,15 @@ impl Snapshot {
         }
         match page_kind(bytes) {
             Some(PageKind::Leaf) => {
-                let leaf = LeafPage::new(bytes, r.page)?;
-                let shape = if fresh {
-                    let shape = Shape::of(&leaf);
-                    self.verified.insert_leaf(r.page, shape);
-                    shape
+                let known = if fresh {
+                    self.verified.insert(r.page);
+                    Known::Unexamined
                 } else {
                     self.verified.shape(r.page)
                 };
-                Ok(TreePage::Leaf(leaf.with_shape(shape)))
+                Ok(TreePage::Leaf(
+                    LeafPage::new(bytes, r.page)?.with_shape(known),
+                ))
             }
             kind => {
                 if fresh {

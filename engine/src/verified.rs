@@ -4,19 +4,25 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::format::Shape;
+use crate::format::{Known, Shape};
 
 /// Which pages have been verified since they were last written, with the [`Shape`] a
 /// reader found in each verified leaf that has one.
 ///
-/// A shape is stored before its page's bit is set and cleared with it, when the page is
-/// rewritten. Readers never see a shape of a page's earlier contents: a page is only
-/// rewritten while it is free, when no snapshot a reader holds can reach it, and a reader
-/// gets the new contents' snapshot after the writer cleared the bit and the shape.
+/// A shape is recorded by the first get that reaches a verified leaf, and cleared with the
+/// page's bit when the page is rewritten. Readers never see a shape of a page's earlier
+/// contents: a page is only rewritten while it is free, when no snapshot a reader holds can
+/// reach it, and a reader gets the new contents' snapshot after the writer cleared the bit
+/// and the shape.
+/// The first shape word of a leaf examined and found without a shape (a packed shape's
+/// first word has its top bit set).
+const SHAPELESS: u64 = 1 << 62;
+
 #[derive(Debug)]
 pub(crate) struct VerifiedSet {
     words: Box<[AtomicU64]>,
-    /// Three words per page ([`Shape::pack`]); a first word of zero: no shape known.
+    /// Three words per page ([`Shape::pack`]); a first word of zero: not examined since the
+    /// page was written; [`SHAPELESS`]: examined, no shape.
     shapes: Box<[[AtomicU64; 3]]>,
 }
 
@@ -54,31 +60,39 @@ impl VerifiedSet {
         }
     }
 
-    /// Marks leaf `page` verified, with the shape a reader found in it.
-    pub fn insert_leaf(&self, page: u64, shape: Option<Shape>) {
-        if let (Some(words), Some(shape)) = (self.shape_words(page), shape) {
-            let [first, rest @ ..] = shape.pack();
-            for (word, value) in words[1..].iter().zip(rest) {
-                word.store(value, Ordering::Relaxed);
+    /// Records what a reader found of verified leaf `page`'s shape.
+    pub fn set_shape(&self, page: u64, shape: Option<Shape>) {
+        let Some(words) = self.shape_words(page) else {
+            return;
+        };
+        match shape {
+            Some(shape) => {
+                let [first, rest @ ..] = shape.pack();
+                for (word, value) in words[1..].iter().zip(rest) {
+                    word.store(value, Ordering::Relaxed);
+                }
+                words[0].store(first, Ordering::Release);
             }
-            words[0].store(first, Ordering::Release);
+            None => words[0].store(SHAPELESS, Ordering::Relaxed),
         }
-        self.insert(page);
     }
 
-    /// The shape a reader found in verified leaf `page`, if it has one.
+    /// What readers found of verified leaf `page`'s shape.
     #[inline]
-    pub fn shape(&self, page: u64) -> Option<Shape> {
-        let words = self.shape_words(page)?;
-        let first = words[0].load(Ordering::Acquire);
-        if first == 0 {
-            return None;
+    pub fn shape(&self, page: u64) -> Known {
+        let Some(words) = self.shape_words(page) else {
+            return Known::Shapeless;
+        };
+        match words[0].load(Ordering::Acquire) {
+            0 => Known::Unexamined,
+            SHAPELESS => Known::Shapeless,
+            first => Shape::unpack([
+                first,
+                words[1].load(Ordering::Relaxed),
+                words[2].load(Ordering::Relaxed),
+            ])
+            .map_or(Known::Shapeless, Known::Shaped),
         }
-        Shape::unpack([
-            first,
-            words[1].load(Ordering::Relaxed),
-            words[2].load(Ordering::Relaxed),
-        ])
     }
 
     pub fn remove(&self, page: u64) {
@@ -108,6 +122,7 @@ impl VerifiedSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{LeafNode, ValueRef};
 
     #[test]
     fn verified_set_marks_and_grows() {
@@ -120,5 +135,33 @@ mod tests {
         assert!(g.capacity() >= 1000 && g.contains(3));
         g.remove(3);
         assert!(!g.contains(3) && v.contains(3));
+    }
+
+    #[test]
+    fn shapes_are_kept_copied_and_cleared_with_their_pages() {
+        let entries: Vec<(&[u8], ValueRef)> = vec![
+            (b"k1", ValueRef::Inline(b"one")),
+            (b"k2", ValueRef::Inline(b"two")),
+        ];
+        let shape = Shape::of(&LeafNode::with_entries(4096, &entries).page(5));
+        let Some(shape) = shape else {
+            panic!("a leaf of two alike entries has a shape");
+        };
+        let v = VerifiedSet::with_capacity(10);
+        assert_eq!(v.shape(5), Known::Unexamined);
+        v.set_shape(5, Some(shape));
+        v.set_shape(6, None);
+        v.set_shape(1_000_000, Some(shape)); // out of range: ignored
+        assert_eq!(v.shape(5), Known::Shaped(shape));
+        assert_eq!(v.shape(6), Known::Shapeless);
+        assert_eq!(v.shape(1_000_000), Known::Shapeless);
+        let g = v.grown(1000);
+        assert_eq!(g.shape(5), Known::Shaped(shape));
+        assert_eq!(g.shape(6), Known::Shapeless);
+        g.remove(5);
+        g.remove(6);
+        assert_eq!(g.shape(5), Known::Unexamined);
+        assert_eq!(g.shape(6), Known::Unexamined);
+        assert_eq!(v.shape(5), Known::Shaped(shape));
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::{BranchView, Node, NodeView};
 use crate::error::{Error, Result};
-use crate::format::{ChildRef, LeafPage, OVERFLOW_HEADER, OverflowRef};
+use crate::format::{ChildRef, Known, LeafPage, OVERFLOW_HEADER, OverflowRef, Shape};
 use crate::pager::{Snapshot, TreePage};
 use crate::storage::Storage;
 
@@ -96,7 +96,17 @@ impl<'a> Pages<'a> {
 
     /// The value stored under `key` in leaf `l`.
     pub fn value_in(&self, l: LeafPage<'a>, key: &[u8]) -> Result<Option<&'a [u8]>> {
-        if let Some(shape) = l.shape() {
+        let shape = match l.known_shape() {
+            Known::Shaped(shape) => Some(shape),
+            Known::Shapeless => None,
+            // The first get to reach this verified leaf works its shape out for the others.
+            Known::Unexamined => {
+                let shape = Shape::of(&l);
+                self.snapshot.verified.set_shape(l.id(), shape);
+                shape
+            }
+        };
+        if let Some(shape) = shape {
             return shape.value(&l, key);
         }
         let Ok(i) = l.search(key)? else {

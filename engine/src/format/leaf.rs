@@ -18,7 +18,7 @@ use super::heads::{
     write_header,
 };
 use super::page::page_count;
-use super::shape::Shape;
+use super::shape::{Known, Shape};
 use super::{
     LEAF_HEADER, OverflowRef, PageKind, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64,
 };
@@ -62,9 +62,8 @@ pub(crate) struct LeafPage<'a> {
     layout: Layout,
     /// The length of the prefix every key shares (0 in a legacy page).
     prefix: usize,
-    /// What its entries look like, when they all look alike and a reader has worked it
-    /// out (see [`Shape`]).
-    shape: Option<Shape>,
+    /// What is known of the shape of its entries (see [`Shape`]).
+    shape: Known,
 }
 
 impl<'a> LeafPage<'a> {
@@ -94,19 +93,29 @@ impl<'a> LeafPage<'a> {
             count,
             layout,
             prefix,
-            shape: None,
+            shape: Known::Shapeless,
         }
     }
 
-    /// The same page, known to have `shape` (from a reader that verified it).
-    pub(crate) fn with_shape(self, shape: Option<Shape>) -> LeafPage<'a> {
+    /// The same page, a verified leaf of a snapshot, with what its readers know of its
+    /// shape.
+    pub(crate) fn with_shape(self, shape: Known) -> LeafPage<'a> {
         LeafPage { shape, ..self }
+    }
+
+    /// What is known of the page's shape.
+    #[inline(always)]
+    pub(crate) fn known_shape(&self) -> Known {
+        self.shape
     }
 
     /// The page's shape, if a reader worked it out.
     #[inline(always)]
     pub(crate) fn shape(&self) -> Option<Shape> {
-        self.shape
+        match self.shape {
+            Known::Shaped(shape) => Some(shape),
+            Known::Unexamined | Known::Shapeless => None,
+        }
     }
 
     pub fn len(&self) -> usize {

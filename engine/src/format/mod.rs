@@ -34,7 +34,7 @@ pub(crate) use page::{
     BRANCH_HEADER, ChildRef, LEAF_HEADER, OVERFLOW_HEADER, OverflowRef, PAGE_HEADER, PageKind,
     ZERO_PAGE, checksum, checksum_parts, page_kind, page_txid, write_page_header,
 };
-pub(crate) use shape::Shape;
+pub(crate) use shape::{Known, Shape};
 pub(crate) use slot::{SLOT_LEN, SLOT_OFFSET, Slot};
 
 pub(crate) use branch::{branch_entry_size, legacy_saving};
