@@ -2,9 +2,23 @@
 //! leaves among them: lock-free, shared by every snapshot of a database, so that
 //! steady-state reads pay nothing for verification (docs/design.md#reads-and-verification).
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::format::{Known, Shape};
+
+/// The first shape word of a leaf examined and found without a shape (a packed shape's
+/// first word has its top bit set).
+const SHAPELESS: u64 = 1 << 62;
+
+/// Pages per block of shapes, allocated when a get first records the shape of a leaf in
+/// it: a set is made for every snapshot a reader in another process follows, and most
+/// pages of a large file are never read by a get (1.5 KiB a block).
+const BLOCK: usize = 64;
+
+/// Three words per page ([`Shape::pack`]); a first word of zero: not examined since the
+/// page was written; [`SHAPELESS`]: examined, no shape.
+type Block = [[AtomicU64; 3]; BLOCK];
 
 /// Which pages have been verified since they were last written, with the [`Shape`] a
 /// reader found in each verified leaf that has one.
@@ -14,16 +28,14 @@ use crate::format::{Known, Shape};
 /// contents: a page is only rewritten while it is free, when no snapshot a reader holds can
 /// reach it, and a reader gets the new contents' snapshot after the writer cleared the bit
 /// and the shape.
-/// The first shape word of a leaf examined and found without a shape (a packed shape's
-/// first word has its top bit set).
-const SHAPELESS: u64 = 1 << 62;
-
 #[derive(Debug)]
 pub(crate) struct VerifiedSet {
     words: Box<[AtomicU64]>,
-    /// Three words per page ([`Shape::pack`]); a first word of zero: not examined since the
-    /// page was written; [`SHAPELESS`]: examined, no shape.
-    shapes: Box<[[AtomicU64; 3]]>,
+    shapes: Box<[OnceLock<Box<Block>>]>,
+}
+
+fn new_block() -> Box<Block> {
+    Box::new(std::array::from_fn(|_| Default::default()))
 }
 
 impl VerifiedSet {
@@ -31,7 +43,9 @@ impl VerifiedSet {
         let words = usize::try_from(pages.div_ceil(64)).unwrap_or(0).max(1);
         VerifiedSet {
             words: (0..words).map(|_| AtomicU64::new(0)).collect(),
-            shapes: (0..words * 64).map(|_| Default::default()).collect(),
+            shapes: (0..(words * 64).div_ceil(BLOCK))
+                .map(|_| OnceLock::new())
+                .collect(),
         }
     }
 
@@ -44,8 +58,11 @@ impl VerifiedSet {
         Some((w, 1 << (page % 64)))
     }
 
-    fn shape_words(&self, page: u64) -> Option<&[AtomicU64; 3]> {
-        self.shapes.get(usize::try_from(page).ok()?)
+    /// The block holding `page`'s shape (allocated or not), and the page's place in it;
+    /// `None` past the set's capacity.
+    fn block(&self, page: u64) -> Option<(&OnceLock<Box<Block>>, usize)> {
+        let page = usize::try_from(page).ok()?;
+        Some((self.shapes.get(page / BLOCK)?, page % BLOCK))
     }
 
     #[inline]
@@ -62,9 +79,10 @@ impl VerifiedSet {
 
     /// Records what a reader found of verified leaf `page`'s shape.
     pub fn set_shape(&self, page: u64, shape: Option<Shape>) {
-        let Some(words) = self.shape_words(page) else {
+        let Some((block, i)) = self.block(page) else {
             return;
         };
+        let words = &block.get_or_init(new_block)[i];
         match shape {
             Some(shape) => {
                 let [first, rest @ ..] = shape.pack();
@@ -80,9 +98,13 @@ impl VerifiedSet {
     /// What readers found of verified leaf `page`'s shape.
     #[inline]
     pub fn shape(&self, page: u64) -> Known {
-        let Some(words) = self.shape_words(page) else {
+        let Some((block, i)) = self.block(page) else {
             return Known::Shapeless;
         };
+        let Some(block) = block.get() else {
+            return Known::Unexamined;
+        };
+        let words = &block[i];
         match words[0].load(Ordering::Acquire) {
             0 => Known::Unexamined,
             SHAPELESS => Known::Shapeless,
@@ -99,8 +121,11 @@ impl VerifiedSet {
         if let Some((w, bit)) = self.word(page) {
             w.fetch_and(!bit, Ordering::Relaxed);
         }
-        if let Some(words) = self.shape_words(page) {
-            words[0].store(0, Ordering::Relaxed);
+        // A block not yet allocated holds nothing to clear (and is all zeros when it is).
+        if let Some((block, i)) = self.block(page)
+            && let Some(block) = block.get()
+        {
+            block[i][0].store(0, Ordering::Relaxed);
         }
     }
 
@@ -111,8 +136,11 @@ impl VerifiedSet {
             dst.store(src.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         for (dst, src) in bigger.shapes.iter().zip(self.shapes.iter()) {
-            for (d, s) in dst.iter().zip(src) {
-                d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+            if let Some(src) = src.get() {
+                let copy = dst.get_or_init(new_block);
+                for (d, s) in copy.iter().flatten().zip(src.iter().flatten()) {
+                    d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+                }
             }
         }
         bigger
