@@ -524,7 +524,7 @@ impl WriteTxn {
 
         // 7. Publish to new readers.
         let snapshot = Snapshot::new(slot, page_size, storage.region(), verified.clone());
-        inner.state().latest = Arc::new(snapshot);
+        inner.publish(snapshot);
         inner
             .commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

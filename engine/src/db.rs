@@ -186,6 +186,7 @@ impl Builder {
                 latest: Arc::new(opened.snapshot),
                 readers: Default::default(),
             }),
+            reader_slots: Default::default(),
             writer: Mutex::new(WriterSlot::new((!self.read_only).then(|| WriterState {
                 freelist: opened.freelist,
                 next_txid: slot.txid + 1,
@@ -347,6 +348,8 @@ pub(crate) struct Inner {
     pub lock_file: Option<std::fs::File>,
     pub durability: Durability,
     pub state: Mutex<State>,
+    /// Where this process's read transactions register without the state lock.
+    pub reader_slots: crate::reader_slots::ReaderSlots,
     /// The writer state, while no write transaction holds it (see `writer_slot.rs`).
     pub writer: Mutex<WriterSlot>,
     pub writer_cv: Condvar,
@@ -370,6 +373,21 @@ pub(crate) struct Inner {
 impl Inner {
     pub fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes `snapshot` the newest, for the read transactions that begin from now on.
+    pub fn publish(&self, snapshot: Snapshot) {
+        let mut state = self.state();
+        state.latest = Arc::new(snapshot);
+        self.reader_slots.published();
+    }
+
+    /// The oldest snapshot a read transaction of this process reads, and for how long.
+    pub fn oldest_reader(&self, state: &State) -> Option<(u64, std::time::Duration)> {
+        match (state.readers.oldest(), self.reader_slots.oldest()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Writes the newest commit's slot into the slot beside the durable one (where it
@@ -442,7 +460,7 @@ impl Inner {
             verified.remove(q);
         }
         ws.freelist.settle(false);
-        self.state().latest = Arc::new(Snapshot::new(
+        self.publish(Snapshot::new(
             slot,
             self.page_size,
             self.storage.region(),
@@ -605,7 +623,7 @@ impl Database {
     pub fn stats(&self) -> Result<Stats> {
         let (snapshot, oldest) = {
             let state = self.inner.state();
-            let oldest = state.readers.oldest();
+            let oldest = self.inner.oldest_reader(&state);
             (state.latest.clone(), oldest)
         };
         let mut stats = crate::stats::stats(&snapshot, self.inner.storage.len())?;

@@ -63,6 +63,7 @@ impl Inner {
                             self.storage.region(),
                             Arc::new(VerifiedSet::with_capacity(slot.page_count)),
                         ));
+                        self.reader_slots.published();
                     }
                     _ => {}
                 }

@@ -40,6 +40,7 @@ mod page_map;
 mod pager;
 mod poll;
 mod read_txn;
+mod reader_slots;
 mod readers;
 mod recovery;
 mod stats;

@@ -20,7 +20,7 @@ pub(crate) use crate::verified::VerifiedSet;
 pub(crate) const FIRST_DATA_PAGE: u64 = 2;
 
 /// One committed state, as readers see it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Snapshot {
     pub slot: Slot,
     pub page_size: usize,

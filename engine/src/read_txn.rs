@@ -15,31 +15,43 @@ use crate::table::{Finger, Table, TableInfo};
 #[derive(Debug)]
 pub struct ReadTxn {
     inner: Arc<Inner>,
-    snapshot: Arc<Snapshot>,
+    pub(crate) snapshot: Arc<Snapshot>,
     finger: Finger,
+    /// The reader slot it is registered in (`reader_slots.rs`), or `None` when it is
+    /// registered under the state lock.
+    pub(crate) slot: Option<usize>,
 }
 
 impl ReadTxn {
     pub(crate) fn new(inner: Arc<Inner>) -> Result<ReadTxn> {
         if let (true, Some(file)) = (inner.read_only, inner.lock_file.as_ref()) {
             let snapshot = inner.follow(file)?;
-            return Ok(ReadTxn {
-                inner,
-                snapshot,
-                finger: Finger::default(),
-            });
+            return Ok(ReadTxn::registered(inner, snapshot, None));
         }
+        let newest = || {
+            let state = inner.state();
+            (inner.reader_slots.count(), state.latest.clone())
+        };
+        if let Some((slot, snapshot)) = inner.reader_slots.enter(newest) {
+            return Ok(ReadTxn::registered(inner, snapshot, Some(slot)));
+        }
+        // Every slot is taken.
         let snapshot = {
             let mut state = inner.state();
             let snapshot = state.latest.clone();
             state.readers.enter(snapshot.txid());
             snapshot
         };
-        Ok(ReadTxn {
+        Ok(ReadTxn::registered(inner, snapshot, None))
+    }
+
+    fn registered(inner: Arc<Inner>, snapshot: Arc<Snapshot>, slot: Option<usize>) -> ReadTxn {
+        ReadTxn {
             inner,
             snapshot,
             finger: Finger::default(),
-        })
+            slot,
+        }
     }
 
     /// The id of the commit this transaction sees.
@@ -84,7 +96,10 @@ impl ReadTxn {
 
 impl Drop for ReadTxn {
     fn drop(&mut self) {
-        self.inner.end_read(self.snapshot.txid());
+        match self.slot {
+            Some(slot) => self.inner.reader_slots.leave(slot),
+            None => self.inner.end_read(self.snapshot.txid()),
+        }
     }
 }
 

@@ -1,6 +1,8 @@
-//! The registry of live read transactions in this process: how many read each snapshot,
-//! and since when. The writer asks it for the oldest snapshot still read before reusing
-//! freed pages; `stats` for the oldest reader's age.
+//! The registry of live read transactions in this process that have no reader slot
+//! (`reader_slots.rs`): a read-only process's readers, which pin their snapshots in the
+//! file too, and readers past the slots' number. It counts how many read each snapshot,
+//! and since when. The writer asks it and the slots for the oldest snapshot still read
+//! before reusing freed pages; `stats` for the oldest reader's age.
 //!
 //! Beginning and ending a read transaction each touch it under the state lock, so it is
 //! a short vector in snapshot order, not a map: new readers take the newest snapshot, so
@@ -15,7 +17,7 @@ use std::time::Duration;
 use nix::time::{ClockId, clock_gettime};
 
 /// The coarse monotonic clock (zero if it cannot be read: ages then read as zero).
-fn coarse_now() -> Duration {
+pub(crate) fn coarse_now() -> Duration {
     clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE).map_or(Duration::ZERO, Duration::from)
 }
 

@@ -52,7 +52,9 @@ impl WriteTxn {
             let state = inner.state();
             (
                 state.latest.clone(),
-                state.readers.oldest().map_or(u64::MAX, |(txid, _)| txid),
+                inner
+                    .oldest_reader(&state)
+                    .map_or(u64::MAX, |(txid, _)| txid),
             )
         };
         // Pages freed by commit N are reusable once no reader is older, here or in another

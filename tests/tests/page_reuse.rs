@@ -96,6 +96,47 @@ fn a_long_reader_pins_its_pages_and_reuse_resumes_after_it() -> Result<(), Error
     Ok(())
 }
 
+/// Past 64 at once, read transactions register under the state lock instead of in a
+/// slot of their own (`reader_slots.rs`); either way they pin what they see.
+#[test]
+fn readers_past_the_slots_pin_their_pages_too() -> Result<(), Error> {
+    let db = Checked(Database::in_memory()?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    churn(&db, 0)?;
+    let contents = |r: &cairn_engine::ReadTxn| -> Result<Vec<Vec<u8>>, Error> {
+        r.open_table("t")?
+            .iter()?
+            .map(|e| e.map(|(k, v)| [k, v].concat()))
+            .collect()
+    };
+    let first = db.begin_read()?;
+    let others = (0..98)
+        .map(|_| db.begin_read())
+        .collect::<Result<Vec<_>, _>>()?;
+    let last = db.begin_read()?;
+    drop(others);
+    let seen = contents(&last)?;
+    assert_eq!(contents(&first)?, seen);
+    for round in 1..40 {
+        churn(&db, round)?;
+    }
+    assert!(
+        contents(&first)? == seen,
+        "a reader in a slot lost its pages"
+    );
+    drop(first);
+    for round in 40..80 {
+        churn(&db, round)?;
+    }
+    assert!(
+        contents(&last)? == seen,
+        "a reader under the lock lost its pages"
+    );
+    Ok(())
+}
+
 #[test]
 fn stats_name_the_oldest_reader_and_the_pages_it_pins() -> Result<(), Error> {
     let db = Checked(Database::in_memory()?);
