@@ -398,18 +398,15 @@ impl WriteTxn {
             (page, crc, len)
         };
 
-        // 4. Grow the file first. A commit that will be durable makes the growth durable
-        //    before its slot can point into it; an Eventual commit's growth becomes durable
-        //    with the next sync (until then recovery rejects a slot past the end).
+        // 4. Grow the file first. The growth becomes durable with the commit's sync (an
+        //    Eventual commit's, with the next one): a power cut before that sync returns
+        //    can leave the slot without the length it needs, and recovery rejects a slot
+        //    past the end, taking the durable commit in the other slot.
         let page_count = self.freelist.page_count;
         let needed = page_count * p;
         grow(storage, needed, p)?;
         let durable =
             !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
-        if durable && needed > ws.synced_len {
-            storage.sync()?;
-            ws.synced_len = storage.len();
-        }
 
         // 5. Every new page, adjacent pages coalesced into one write (unless the commit is
         //    scattered), then the slot, in the slot not holding the last durable commit.
@@ -505,7 +502,6 @@ impl WriteTxn {
         }
         if durable {
             storage.sync()?;
-            ws.synced_len = storage.len();
             ws.durable_txid = txid;
             ws.durable_slot = slot_index;
             ws.log.restart(txid);
@@ -514,11 +510,9 @@ impl WriteTxn {
             // long tail of unused space back, keeping 16 pages (compaction keeps nothing).
             if self.compacting && storage.len() > page_count * p {
                 storage.resize(page_count * p)?;
-                ws.synced_len = ws.synced_len.min(page_count * p);
             } else if tail_to_cut(storage.len(), page_count * p, p) {
                 let keep = (page_count + MIN_GROWTH_PAGES) * p;
                 storage.resize(keep)?;
-                ws.synced_len = ws.synced_len.min(keep);
             }
         }
 

@@ -174,7 +174,6 @@ impl Builder {
             });
         }
         let slot = opened.snapshot.slot;
-        let synced_len = storage.len();
         let inner = Inner {
             storage,
             path,
@@ -192,7 +191,6 @@ impl Builder {
                 next_txid: slot.txid + 1,
                 durable_txid: slot.txid,
                 durable_slot: opened.slot_index,
-                synced_len,
                 // The first commit after opening syncs and starts a new cycle of the log,
                 // whose records then cannot be mistaken for the ones already there.
                 log: LogState {
@@ -292,8 +290,6 @@ pub(crate) struct WriterState {
     /// which no later commit may overwrite until a newer one is durable.
     pub durable_txid: u64,
     pub durable_slot: usize,
-    /// The file length known to be on stable storage.
-    pub synced_len: u64,
     pub log: LogState,
 }
 
@@ -411,7 +407,6 @@ impl Inner {
             let slot = 1 - ws.durable_slot;
             self.rewrite_latest_slot(ws)?;
             self.storage.sync()?;
-            ws.synced_len = self.storage.len();
             ws.durable_slot = slot;
             ws.durable_txid = latest.txid;
             ws.log.restart(latest.txid);
