@@ -27,6 +27,8 @@ pub(crate) use header::{
 };
 pub(crate) use heads::Layout;
 pub(crate) use keys::compare;
+#[cfg(test)]
+pub(crate) use leaf::SLOT as LEAF_SLOT;
 pub(crate) use leaf::{LeafPage, ValueRef, leaf_entry_size};
 pub(crate) use leaf_edit::{LeafNode, Value};
 pub(crate) use log::{LOG_RECORD_HEADER, LOG_UNIT, LogOp, LogRecord, decode_ops, encode_record};
