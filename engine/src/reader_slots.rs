@@ -166,6 +166,15 @@ mod tests {
     use super::SLOTS;
     use crate::{Database, Error};
 
+    /// A database in memory with an empty table `t`.
+    fn with_table() -> Result<Database, Error> {
+        let db = Database::in_memory()?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        Ok(db)
+    }
+
     fn put(db: &Database, key: &[u8]) -> Result<(), Error> {
         let mut w = db.begin_write()?;
         w.open_table("t")?.insert(key, b"v")?;
@@ -179,10 +188,7 @@ mod tests {
 
     #[test]
     fn a_reader_registers_in_a_slot_and_keeps_a_copy_until_a_commit() -> Result<(), Error> {
-        let db = Database::in_memory()?;
-        let mut w = db.begin_write()?;
-        w.create_table("t")?;
-        w.commit()?;
+        let db = with_table()?;
         let first = db.begin_read()?;
         let txid = first.txid();
         assert_eq!(db.inner.reader_slots.oldest().map(|(t, _)| t), Some(txid));
@@ -215,10 +221,7 @@ mod tests {
 
     #[test]
     fn readers_past_the_slots_register_under_the_lock_and_count_too() -> Result<(), Error> {
-        let db = Database::in_memory()?;
-        let mut w = db.begin_write()?;
-        w.create_table("t")?;
-        w.commit()?;
+        let db = with_table()?;
         let in_slots = (0..SLOTS)
             .map(|_| db.begin_read())
             .collect::<Result<Vec<_>, _>>()?;
@@ -245,10 +248,7 @@ mod tests {
     fn readers_on_many_threads_see_each_commit_whole() -> Result<(), Error> {
         // Each commit sets every key to the commit's round; a reader that registered
         // too late to protect its pages, or took a stale copy, would see mixed rounds.
-        let db = Database::in_memory()?;
-        let mut w = db.begin_write()?;
-        w.create_table("t")?;
-        w.commit()?;
+        let db = with_table()?;
         let stop = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| -> Result<(), Error> {
             let readers: Vec<_> = (0..3)

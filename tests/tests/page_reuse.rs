@@ -19,6 +19,16 @@ fn churn(db: &Database, round: u32) -> Result<(), Error> {
     w.commit()
 }
 
+/// A database in memory whose table `t` had one round of churn.
+fn churned_once() -> Result<Checked, Error> {
+    let db = Checked(Database::in_memory()?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    churn(&db, 0)?;
+    Ok(db)
+}
+
 fn file_size(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
@@ -59,11 +69,7 @@ fn churn_without_readers_stops_growing_the_file() -> Result<(), Error> {
 
 #[test]
 fn a_long_reader_pins_its_pages_and_reuse_resumes_after_it() -> Result<(), Error> {
-    let db = Checked(Database::in_memory()?);
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
-    churn(&db, 0)?;
+    let db = churned_once()?;
     let reader = db.begin_read()?;
     let seen: Vec<(Vec<u8>, Vec<u8>)> = reader
         .open_table("t")?
@@ -100,11 +106,7 @@ fn a_long_reader_pins_its_pages_and_reuse_resumes_after_it() -> Result<(), Error
 /// slot of their own (`reader_slots.rs`); either way they pin what they see.
 #[test]
 fn readers_past_the_slots_pin_their_pages_too() -> Result<(), Error> {
-    let db = Checked(Database::in_memory()?);
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
-    churn(&db, 0)?;
+    let db = churned_once()?;
     let contents = |r: &cairn_engine::ReadTxn| -> Result<Vec<Vec<u8>>, Error> {
         r.open_table("t")?
             .iter()?
@@ -139,11 +141,7 @@ fn readers_past_the_slots_pin_their_pages_too() -> Result<(), Error> {
 
 #[test]
 fn stats_name_the_oldest_reader_and_the_pages_it_pins() -> Result<(), Error> {
-    let db = Checked(Database::in_memory()?);
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
-    churn(&db, 0)?;
+    let db = churned_once()?;
     assert_eq!(db.stats()?.oldest_reader_txid, None);
     let reader = db.begin_read()?;
     for round in 1..10 {
