@@ -101,8 +101,17 @@ impl BranchImage {
         c.encode(&mut self.page, at);
     }
 
-    /// The index of the child whose range holds `key`.
+    /// The index of the child whose range holds `key`, found by the page's heads as a
+    /// reader finds it: edits only rewrite child references, so the heads and the prefix
+    /// the copy came with still describe its separators.
     pub fn find_child(&self, key: &[u8]) -> usize {
+        BranchPage::new(&self.page, 0)
+            .and_then(|page| page.find_child(key))
+            .unwrap_or_else(|_| self.find_by_keys(key))
+    }
+
+    /// [`BranchImage::find_child`] comparing the separators themselves.
+    fn find_by_keys(&self, key: &[u8]) -> usize {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -199,6 +208,50 @@ mod tests {
         let mut page = sample(Layout::Heads);
         put_u16(&mut page, s1 + Layout::Heads.slot(), BRANCH_HEADER as u16);
         assert!(BranchImage::of(&BranchPage::new(&page, 2)?).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn the_heads_search_finds_the_child_the_separators_give() -> crate::Result<()> {
+        // Separators sharing a prefix (so the heads hold the bytes after it), ties in the
+        // first bytes after it, and probes inside, between and outside the separators.
+        let seps: Vec<Vec<u8>> = (0..120u32)
+            .map(|i| {
+                let mut k = b"user:".to_vec();
+                k.extend_from_slice(&(i * i * 7).to_be_bytes());
+                k.extend(std::iter::repeat_n(b'x', (i % 4) as usize));
+                k
+            })
+            .collect();
+        let mut page = vec![0u8; 4096];
+        let refs = seps
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (&k[..], c(i as u64 + 1)));
+        encode_branch(&mut page, 4, c(0), refs, Layout::Heads);
+        let Some(mut image) = BranchImage::of(&BranchPage::new(&page, 2)?) else {
+            panic!("an encoded branch is in the packed layout");
+        };
+        image.set_child(7, c(99));
+        let mut probes: Vec<Vec<u8>> = vec![b"".to_vec(), b"a".to_vec(), b"user".to_vec()];
+        probes.push(b"user:\xff".to_vec());
+        probes.push(b"z".to_vec());
+        for k in &seps {
+            for cut in [k.len() - 1, k.len()] {
+                probes.push(k[..cut].to_vec());
+            }
+            probes.push([&k[..], b"\0"].concat());
+            let mut above = k.clone();
+            if let Some(last) = above.last_mut() {
+                *last = last.wrapping_add(1);
+            }
+            probes.push(above);
+        }
+        for p in &probes {
+            let expect = seps.partition_point(|s| s[..] <= p[..]);
+            assert_eq!(image.find_child(p), expect, "probe {p:?}");
+            assert_eq!(image.find_by_keys(p), expect, "probe {p:?}");
+        }
         Ok(())
     }
 }
