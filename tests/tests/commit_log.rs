@@ -49,6 +49,16 @@ fn logged_history(seed: u64) -> Result<(Arc<FaultyStorage>, Database), Error> {
     Ok((storage, db))
 }
 
+/// The database as a power cut now leaves it, reopened (for writing, so that it replays
+/// its log), and whether opening replayed commits (opening commits only to apply the log).
+fn cut_and_reopen(storage: &FaultyStorage, db: Database) -> Result<(Database, bool), Error> {
+    let image = storage.power_cut();
+    drop(db);
+    let reopened = open_image(&image, false)?;
+    let replayed = reopened.io_stats().commits > 0;
+    Ok((reopened, replayed))
+}
+
 fn expected() -> State {
     (0u32..40)
         // Commits 3, 13, 23 and 33 removed keys 1, 11, 21 and 31.
@@ -63,11 +73,8 @@ fn power_cuts_after_logged_commits_replay_them() -> Result<(), Error> {
     for seed in 0..60 {
         let (storage, db) = logged_history(seed)?;
         assert_eq!(contents(&db, "kept")?, Some(expected()));
-        let image = storage.power_cut();
-        drop(db);
-        let reopened = open_image(&image, false)?;
-        // Opening commits only to apply the log.
-        replayed += usize::from(reopened.io_stats().commits > 0);
+        let (reopened, replays) = cut_and_reopen(&storage, db)?;
+        replayed += usize::from(replays);
         assert!(reopened.check()?.is_ok(), "seed {seed}");
         assert_eq!(
             contents(&reopened, "kept")?,
@@ -176,10 +183,8 @@ fn a_large_commit_that_grows_the_file_logs_and_a_cut_after_it_replays_it() -> Re
         }
         w.commit()?;
         assert!(storage.len() > len, "seed {seed}: the commit grew the file");
-        let image = storage.power_cut();
-        drop(db);
-        let reopened = open_image(&image, false)?;
-        replayed += usize::from(reopened.io_stats().commits > 0);
+        let (reopened, replays) = cut_and_reopen(&storage, db)?;
+        replayed += usize::from(replays);
         assert!(reopened.check()?.is_ok(), "seed {seed}");
         assert_eq!(
             contents(&reopened, "t")?.as_ref(),
@@ -332,10 +337,8 @@ fn a_durable_commit_after_eventual_ones_makes_their_records_durable_too() -> Res
                 .insert(&i.to_be_bytes(), &[i as u8; 20])?;
             w.commit()?;
         }
-        let image = storage.power_cut();
-        drop(db);
-        let reopened = open_image(&image, false)?;
-        replayed += usize::from(reopened.io_stats().commits > 0);
+        let (reopened, replays) = cut_and_reopen(&storage, db)?;
+        replayed += usize::from(replays);
         let want: State = (0u32..12)
             .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 20]))
             .collect();
