@@ -180,18 +180,19 @@ impl WriteTxn {
         }
         let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
         // A commit after which the file's free tail could be cut does not log (a durable
-        // one syncs instead), nor does one that grows the file by fewer pages than the
-        // cycle's earlier commits freed: the sync lets those pages be reused, and the file
-        // shrink, instead of growing. (A commit that grows the file by more, a large one
-        // early in the cycle, would grow it all the same after a sync, and its record
-        // spares it the sync of every page it wrote.) Pages of the durable commit freed
+        // one syncs instead), nor does one that needs pages past the file's end, but fewer
+        // than the cycle's earlier commits freed: the sync lets those be reused, and the
+        // file shrink, instead of growing. (A commit that needs more, a large one early in
+        // the cycle, would grow the file all the same after a sync, and its record spares
+        // it the sync of every page it wrote.) Pages of the durable commit freed
         // since cannot be reused until a sync: past a bound, a logged commit syncs too,
         // and so does an Eventual one past a lower bound, so that the file does not grow
         // without end.
         let len = storage.len();
         let used = self.freelist.page_count * p;
         let growth = used.saturating_sub(len) / p;
-        let freed_earlier = waiting.saturating_sub(self.freelist.waiting_after(txid - 1) as u64);
+        let freed_earlier =
+            waiting.saturating_sub(self.freelist.waiting_after(txid.saturating_sub(1)) as u64);
         let max_waiting = MAX_WAITING_LOGGED.min(self.freelist.page_count / 2);
         logged &= waiting <= max_waiting
             && (growth == 0 || growth > freed_earlier)
