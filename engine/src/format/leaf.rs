@@ -299,8 +299,19 @@ impl<'a> LeafPage<'a> {
     /// `Ok(i)` when entry `i` has `key`; `Err(i)` when `key` would be inserted at `i`.
     #[inline]
     pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        self.search_knowing(key, None)
+    }
+
+    /// [`LeafPage::search`], given the bytes of the prefix every key shares when the caller
+    /// knows them (an owned leaf keeps them): a key that is not there is placed without
+    /// reading a stored key for them.
+    pub fn search_knowing(
+        &self,
+        key: &[u8],
+        prefix: Option<&[u8]>,
+    ) -> Result<std::result::Result<usize, usize>> {
         match self.layout {
-            Layout::Heads => self.search_heads(key),
+            Layout::Heads => self.search_heads(key, prefix),
             Layout::Legacy => self.search_keys(key),
         }
     }
@@ -308,7 +319,11 @@ impl<'a> LeafPage<'a> {
     /// A search over the heads in the slot array ([`partition`]); a stored key is read only where
     /// its head equals `key`'s.
     #[inline]
-    fn search_heads(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+    fn search_heads(
+        &self,
+        key: &[u8],
+        known_prefix: Option<&[u8]>,
+    ) -> Result<std::result::Result<usize, usize>> {
         let n = self.count;
         // The header's cache line is read; ask for the rest of the slot array at once.
         let slots_end = LEAF_HEADER + SLOT * n;
@@ -344,7 +359,9 @@ impl<'a> LeafPage<'a> {
         // Heads order keys that hold the page's prefix; `key` may not, and then it goes
         // before or after every key, as it compares with the prefix.
         let i = lo.min(n - 1);
-        let Some(prefix) = self.key_at(i).and_then(|k| k.get(..self.prefix)) else {
+        let stored = || self.key_at(i).and_then(|k| k.get(..self.prefix));
+        let known = known_prefix.filter(|p| p.len() == self.prefix);
+        let Some(prefix) = known.or_else(stored) else {
             return Err(self.bad(i));
         };
         Ok(

@@ -40,10 +40,26 @@ pub(crate) struct LeafNode {
     layout: Layout,
     /// The length of a prefix every key shares (with heads).
     prefix: usize,
+    /// That prefix's bytes, when it is at most [`KNOWN_PREFIX`] bytes long (zeros after):
+    /// a search for a key that is not there need not read a stored key for them, and the
+    /// stored key's line is the one a cold leaf's search would wait for.
+    prefix_bytes: [u8; KNOWN_PREFIX],
     /// Where the entry area starts: the lowest entry offset (the page size when empty).
     upper: usize,
     /// Bytes the entries take in a page with heads, header and slots included.
     pub size: usize,
+}
+
+/// The longest shared prefix whose bytes an owned leaf keeps beside its page.
+const KNOWN_PREFIX: usize = 16;
+
+/// The first `prefix` bytes of `key`, if they fit [`KNOWN_PREFIX`] (zeros after them).
+fn prefix_bytes(key: &[u8], prefix: usize) -> [u8; KNOWN_PREFIX] {
+    let mut bytes = [0u8; KNOWN_PREFIX];
+    if let Some(p) = key.get(..prefix).filter(|p| p.len() <= KNOWN_PREFIX) {
+        bytes[..p.len()].copy_from_slice(p);
+    }
+    bytes
 }
 
 fn internal(what: &str) -> Error {
@@ -60,6 +76,7 @@ impl LeafNode {
             count: 0,
             layout: Layout::Heads,
             prefix: 0,
+            prefix_bytes: [0; KNOWN_PREFIX],
             upper: page_size,
             size: LEAF_HEADER,
         }
@@ -78,6 +95,9 @@ impl LeafNode {
             count: entries.len(),
             layout,
             prefix,
+            prefix_bytes: entries
+                .first()
+                .map_or([0; KNOWN_PREFIX], |(k, _)| prefix_bytes(k, prefix)),
             upper: page_size - used,
             size: LEAF_HEADER + SLOT * entries.len() + used,
             page,
@@ -108,8 +128,14 @@ impl LeafNode {
                 .collect::<Result<Vec<_>>>()?;
             return Ok(LeafNode::with_entries(page.len(), &entries));
         }
+        let prefix = leaf.prefix_len();
+        let first = match count {
+            0 => None,
+            _ => Some(leaf.key(0)?),
+        };
         Ok(LeafNode {
-            prefix: leaf.prefix_len(),
+            prefix,
+            prefix_bytes: first.map_or([0; KNOWN_PREFIX], |k| prefix_bytes(k, prefix)),
             page,
             count,
             layout,
@@ -156,7 +182,8 @@ impl LeafNode {
     }
 
     pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
-        self.page(0).search(key)
+        let known = (self.prefix <= KNOWN_PREFIX).then(|| &self.prefix_bytes[..self.prefix]);
+        self.page(0).search_knowing(key, known)
     }
 
     fn slot(&self, i: usize) -> Result<usize> {
@@ -204,6 +231,10 @@ impl LeafNode {
     /// Rewrites every head for a prefix of `prefix` bytes (of a node with heads).
     fn set_heads(&mut self, prefix: usize) -> Result<()> {
         self.prefix = prefix;
+        self.prefix_bytes = match self.count {
+            0 => [0; KNOWN_PREFIX],
+            _ => prefix_bytes(self.key(0)?, prefix),
+        };
         set_prefix(&mut self.page, self.layout, prefix);
         for i in 0..self.count {
             let h = head(self.key(i)?, prefix);
@@ -501,6 +532,32 @@ mod tests {
         assert_eq!(n.page(0).heads_mismatch()?, None);
         for (i, k) in model.keys().enumerate() {
             assert_eq!(n.search(k)?, Ok(i));
+        }
+        if let Some(first) = model.keys().next().filter(|_| n.prefix <= KNOWN_PREFIX) {
+            assert_eq!(
+                &n.prefix_bytes[..n.prefix],
+                &first[..n.prefix],
+                "known prefix"
+            );
+        }
+        // Keys that are not there (or are), placed where the model places them.
+        let probes = model.keys().flat_map(|k| {
+            let shorter = k[..k.len().saturating_sub(1)].to_vec();
+            [
+                [&k[..], &[0]].concat(),
+                [&k[..], &[9]].concat(),
+                shorter,
+                vec![9; 3],
+            ]
+        });
+        for probe in probes {
+            let at = model.range(..probe.clone()).count();
+            let expect = if model.contains_key(&probe) {
+                Ok(at)
+            } else {
+                Err(at)
+            };
+            assert_eq!(n.search(&probe)?, expect, "probe {probe:?}");
         }
         Ok(())
     }
