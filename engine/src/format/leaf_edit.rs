@@ -40,10 +40,11 @@ pub(crate) struct LeafNode {
     layout: Layout,
     /// The length of a prefix every key shares (with heads).
     prefix: usize,
-    /// That prefix's bytes, when it is at most [`KNOWN_PREFIX`] bytes long (zeros after):
-    /// a search for a key that is not there need not read a stored key for them, and the
-    /// stored key's line is the one a cold leaf's search would wait for.
-    prefix_bytes: [u8; KNOWN_PREFIX],
+    /// That prefix's bytes (zeros after them), when it is at most [`KNOWN_PREFIX`] bytes
+    /// long and the first key holds it: a search for a key that is not there need not read
+    /// a stored key for them, and the stored key's line is the one a cold leaf's search
+    /// would wait for.
+    prefix_bytes: Option<[u8; KNOWN_PREFIX]>,
     /// Where the entry area starts: the lowest entry offset (the page size when empty).
     upper: usize,
     /// Bytes the entries take in a page with heads, header and slots included.
@@ -53,13 +54,14 @@ pub(crate) struct LeafNode {
 /// The longest shared prefix whose bytes an owned leaf keeps beside its page.
 const KNOWN_PREFIX: usize = 16;
 
-/// The first `prefix` bytes of `key`, if they fit [`KNOWN_PREFIX`] (zeros after them).
-fn prefix_bytes(key: &[u8], prefix: usize) -> [u8; KNOWN_PREFIX] {
+/// The first `prefix` bytes of `key` (zeros after them), if `key` has them and they fit
+/// [`KNOWN_PREFIX`]: a damaged page whose recorded prefix is longer than its first key
+/// leaves the search to read a stored key, and to report the damage.
+fn prefix_bytes(key: &[u8], prefix: usize) -> Option<[u8; KNOWN_PREFIX]> {
+    let p = key.get(..prefix).filter(|p| p.len() <= KNOWN_PREFIX)?;
     let mut bytes = [0u8; KNOWN_PREFIX];
-    if let Some(p) = key.get(..prefix).filter(|p| p.len() <= KNOWN_PREFIX) {
-        bytes[..p.len()].copy_from_slice(p);
-    }
-    bytes
+    bytes[..p.len()].copy_from_slice(p);
+    Some(bytes)
 }
 
 fn internal(what: &str) -> Error {
@@ -76,7 +78,7 @@ impl LeafNode {
             count: 0,
             layout: Layout::Heads,
             prefix: 0,
-            prefix_bytes: [0; KNOWN_PREFIX],
+            prefix_bytes: Some([0; KNOWN_PREFIX]),
             upper: page_size,
             size: LEAF_HEADER,
         }
@@ -97,7 +99,7 @@ impl LeafNode {
             prefix,
             prefix_bytes: entries
                 .first()
-                .map_or([0; KNOWN_PREFIX], |(k, _)| prefix_bytes(k, prefix)),
+                .map_or(Some([0; KNOWN_PREFIX]), |(k, _)| prefix_bytes(k, prefix)),
             upper: page_size - used,
             size: LEAF_HEADER + SLOT * entries.len() + used,
             page,
@@ -135,7 +137,7 @@ impl LeafNode {
         };
         Ok(LeafNode {
             prefix,
-            prefix_bytes: first.map_or([0; KNOWN_PREFIX], |k| prefix_bytes(k, prefix)),
+            prefix_bytes: first.map_or(Some([0; KNOWN_PREFIX]), |k| prefix_bytes(k, prefix)),
             page,
             count,
             layout,
@@ -182,7 +184,10 @@ impl LeafNode {
     }
 
     pub fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
-        let known = (self.prefix <= KNOWN_PREFIX).then(|| &self.prefix_bytes[..self.prefix]);
+        let known = self
+            .prefix_bytes
+            .as_ref()
+            .and_then(|b| b.get(..self.prefix));
         self.page(0).search_knowing(key, known)
     }
 
@@ -232,7 +237,7 @@ impl LeafNode {
     fn set_heads(&mut self, prefix: usize) -> Result<()> {
         self.prefix = prefix;
         self.prefix_bytes = match self.count {
-            0 => [0; KNOWN_PREFIX],
+            0 => Some([0; KNOWN_PREFIX]),
             _ => prefix_bytes(self.key(0)?, prefix),
         };
         set_prefix(&mut self.page, self.layout, prefix);
@@ -533,12 +538,10 @@ mod tests {
         for (i, k) in model.keys().enumerate() {
             assert_eq!(n.search(k)?, Ok(i));
         }
-        if let Some(first) = model.keys().next().filter(|_| n.prefix <= KNOWN_PREFIX) {
-            assert_eq!(
-                &n.prefix_bytes[..n.prefix],
-                &first[..n.prefix],
-                "known prefix"
-            );
+        if let Some(first) = model.keys().next() {
+            let kept = n.prefix_bytes.as_ref().map(|b| &b[..n.prefix]);
+            let expect = (n.prefix <= KNOWN_PREFIX).then(|| &first[..n.prefix]);
+            assert_eq!(kept, expect, "known prefix");
         }
         // Keys that are not there (or are), placed where the model places them.
         let probes = model.keys().flat_map(|k| {
@@ -560,6 +563,20 @@ mod tests {
             assert_eq!(n.search(&probe)?, expect, "probe {probe:?}");
         }
         Ok(())
+    }
+
+    #[test]
+    fn a_prefix_is_kept_only_when_the_key_holds_it_and_it_fits() {
+        let mut abc = [0u8; KNOWN_PREFIX];
+        abc[..3].copy_from_slice(b"abc");
+        assert_eq!(prefix_bytes(b"abcd", 3), Some(abc));
+        // A recorded prefix longer than the key (a damaged page) is not made up.
+        assert_eq!(prefix_bytes(b"ab", 3), None);
+        assert_eq!(prefix_bytes(&[7; 20], KNOWN_PREFIX + 1), None);
+        assert_eq!(
+            prefix_bytes(&[7; 20], KNOWN_PREFIX),
+            Some([7; KNOWN_PREFIX])
+        );
     }
 
     #[test]
