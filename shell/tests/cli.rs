@@ -134,7 +134,14 @@ fn check_fails_the_batch_on_a_damaged_file() {
     assert!(ok.status.success() && text(&ok.stdout).starts_with("ok:"));
 
     let mut bytes = std::fs::read(&db).unwrap_or_else(|e| panic!("{e}"));
-    bytes[4096 * 270 + 100] ^= 0xff; // inside a tree page (after the 1 MiB commit log)
+    // Inside a tree page: the ones after the commit log, whose length slot 0 records
+    // (docs/design.md#commit-slot: `log_pages`, 8 bytes at 64, little-endian).
+    let log_pages = bytes
+        .get(512 + 64..512 + 72)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes) as usize;
+    assert!(log_pages > 0, "a file on disk has a commit log");
+    bytes[4096 * (2 + log_pages + 14) + 100] ^= 0xff;
     std::fs::write(&db, &bytes).unwrap_or_else(|e| panic!("{e}"));
     let bad = cairn(&[path(&db), "-readonly", "-c", ".check"], b"");
     assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stdout));

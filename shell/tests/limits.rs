@@ -40,15 +40,15 @@ fn a_full_disk_fails_commits_cleanly_and_writes_resume_afterwards() {
     let db_str = db.to_str().unwrap_or_default();
     let mut script = String::new();
     let value = "v".repeat(1000);
-    for i in 0..3500 {
+    for i in 0..5000 {
         script.push_str(&format!("PUT {i} '{value}'\nCOUNT\n"));
     }
-    // 2 or 4 MiB of file at most (ulimit counts 512- or 1024-byte blocks, by shell), of
-    // which the commit log takes 1 MiB; the script would need about 4.5 MiB.
+    // 3 or 6 MiB of file at most (ulimit counts 512- or 1024-byte blocks, by shell), of
+    // which the commit log takes 2 MiB; the script would need about 7 MiB.
     let limited = run(
         Command::new("sh")
             .arg("-c")
-            .arg(r#"trap '' XFSZ; ulimit -f 4096 || exit 99; exec "$0" "$@""#)
+            .arg(r#"trap '' XFSZ; ulimit -f 6144 || exit 99; exec "$0" "$@""#)
             .arg(env!("CARGO_BIN_EXE_cairn"))
             .arg(db_str),
         script.as_bytes(),
@@ -71,7 +71,7 @@ fn a_full_disk_fails_commits_cleanly_and_writes_resume_afterwards() {
         .max()
         .unwrap_or(0);
     assert!(
-        acknowledged > 50 && acknowledged < 3500,
+        acknowledged > 50 && acknowledged < 5000,
         "the disk filled up partway: {acknowledged}"
     );
 
