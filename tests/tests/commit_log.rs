@@ -202,12 +202,20 @@ fn a_large_commit_that_grows_the_file_logs_and_a_cut_after_it_replays_it() -> Re
 #[test]
 fn a_transaction_of_ten_thousand_small_puts_logs_and_a_cut_after_it_replays_it() -> Result<(), Error>
 {
-    // Its record (about 1.15 MB) fits a new file's 2 MiB log: the commit appends it instead
-    // of syncing every leaf it rewrote.
-    let keys = 0u32..10_000;
+    // Every third key of 30,000: every leaf is rewritten (3.8 MB of 1 KiB pages, three
+    // times the record's bytes, and fewer than 4,096 pages freed), and the record (about
+    // 1.15 MB) fits a new file's 2 MiB log: the commit appends it instead of syncing every
+    // leaf.
+    let keys = 0u32..30_000;
+    let updated = |i: &u32| i.is_multiple_of(3);
     let expected: State = keys
         .clone()
-        .map(|i| (i.to_be_bytes().to_vec(), vec![2; 100]))
+        .map(|i| {
+            (
+                i.to_be_bytes().to_vec(),
+                vec![if updated(&i) { 2 } else { 1 }; 100],
+            )
+        })
         .collect();
     let mut replayed = 0;
     for seed in 0..4 {
@@ -222,7 +230,7 @@ fn a_transaction_of_ten_thousand_small_puts_logs_and_a_cut_after_it_replays_it()
         db.sync()?;
         let mut w = db.begin_write()?;
         let mut t = w.open_table("t")?;
-        for i in keys.clone() {
+        for i in keys.clone().filter(updated) {
             t.insert(&i.to_be_bytes(), &[2; 100])?;
         }
         w.commit()?;
