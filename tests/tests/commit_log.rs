@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use cairn_engine::storage::FaultyStorage;
-use cairn_engine::{Database, Durability, Error};
+use cairn_engine::{Database, Durability, Error, TableMut};
 use cairn_tests::{on_faulty_store, open_image};
 
 type State = Vec<(Vec<u8>, Vec<u8>)>;
@@ -154,44 +154,66 @@ fn durable_single_put_commits_reuse_their_own_pages_between_syncs() -> Result<()
 /// hand the next commits back only the few pages earlier commits of the cycle freed, and
 /// the record spares the commit syncing every page it wrote. A power cut may then lose
 /// those pages and the file's growth; opening replays the record.
+/// For each of `seeds` faulty stores: `load` in one transaction, a sync, then `change` in
+/// one durable transaction, then a power cut; the reopened database must hold `expected`
+/// and pass its check. Returns how many reopenings replayed the log (a commit that synced
+/// has nothing to replay). `grown` is told whether the change grew the file.
+fn cut_after_one_large_commit(
+    seeds: u64,
+    load: impl Fn(&mut TableMut<'_>) -> Result<(), Error>,
+    change: impl Fn(&mut TableMut<'_>) -> Result<(), Error>,
+    expected: &State,
+    grown: impl Fn(bool),
+) -> Result<usize, Error> {
+    use cairn_engine::storage::Storage;
+    let mut replayed = 0;
+    for seed in 0..seeds {
+        let (storage, db) = on_faulty_store(seed)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        load(&mut w.open_table("t")?)?;
+        w.commit()?;
+        db.sync()?;
+        let len = storage.len();
+        let mut w = db.begin_write()?;
+        change(&mut w.open_table("t")?)?;
+        w.commit()?;
+        grown(storage.len() > len);
+        let (reopened, replays) = cut_and_reopen(&storage, db)?;
+        replayed += usize::from(replays);
+        assert!(reopened.check()?.is_ok(), "seed {seed}");
+        assert_eq!(
+            contents(&reopened, "t")?.as_ref(),
+            Some(expected),
+            "seed {seed}"
+        );
+    }
+    Ok(replayed)
+}
+
 #[test]
 fn a_large_commit_that_grows_the_file_logs_and_a_cut_after_it_replays_it() -> Result<(), Error> {
-    use cairn_engine::storage::Storage;
     let keys = 0u32..20_000;
     let expected: State = keys
         .clone()
         .filter(|i| i % 3 != 0)
         .map(|i| (i.to_be_bytes().to_vec(), vec![7; 60]))
         .collect();
-    let mut replayed = 0;
-    for seed in 0..20 {
-        let (storage, db) = on_faulty_store(seed)?;
-        let mut w = db.begin_write()?;
-        w.create_table("t")?;
-        let mut t = w.open_table("t")?;
-        for i in keys.clone() {
-            t.insert(&i.to_be_bytes(), &[7; 60])?;
-        }
-        w.commit()?;
-        db.sync()?;
-        let len = storage.len();
+    let replayed = cut_after_one_large_commit(
+        20,
+        |t| {
+            keys.clone()
+                .try_for_each(|i| t.insert(&i.to_be_bytes(), &[7; 60]).map(drop))
+        },
         // Every leaf loses a key: each is written again, past the end of a dense file.
-        let mut w = db.begin_write()?;
-        let mut t = w.open_table("t")?;
-        for i in keys.clone().step_by(3) {
-            t.remove(&i.to_be_bytes())?;
-        }
-        w.commit()?;
-        assert!(storage.len() > len, "seed {seed}: the commit grew the file");
-        let (reopened, replays) = cut_and_reopen(&storage, db)?;
-        replayed += usize::from(replays);
-        assert!(reopened.check()?.is_ok(), "seed {seed}");
-        assert_eq!(
-            contents(&reopened, "t")?.as_ref(),
-            Some(&expected),
-            "seed {seed}"
-        );
-    }
+        |t| {
+            keys.clone()
+                .step_by(3)
+                .try_for_each(|i| t.remove(&i.to_be_bytes()).map(drop))
+        },
+        &expected,
+        |grown| assert!(grown, "the commit grew the file"),
+    )?;
     assert!(
         replayed > 0,
         "no cut lost the commit's pages: was it synced?"
@@ -217,32 +239,20 @@ fn a_transaction_of_ten_thousand_small_puts_logs_and_a_cut_after_it_replays_it()
             )
         })
         .collect();
-    let mut replayed = 0;
-    for seed in 0..4 {
-        let (storage, db) = on_faulty_store(seed)?;
-        let mut w = db.begin_write()?;
-        w.create_table("t")?;
-        let mut t = w.open_table("t")?;
-        for i in keys.clone() {
-            t.insert(&i.to_be_bytes(), &[1; 100])?;
-        }
-        w.commit()?;
-        db.sync()?;
-        let mut w = db.begin_write()?;
-        let mut t = w.open_table("t")?;
-        for i in keys.clone().filter(updated) {
-            t.insert(&i.to_be_bytes(), &[2; 100])?;
-        }
-        w.commit()?;
-        let (reopened, replays) = cut_and_reopen(&storage, db)?;
-        replayed += usize::from(replays);
-        assert!(reopened.check()?.is_ok(), "seed {seed}");
-        assert_eq!(
-            contents(&reopened, "t")?.as_ref(),
-            Some(&expected),
-            "seed {seed}"
-        );
-    }
+    let replayed = cut_after_one_large_commit(
+        4,
+        |t| {
+            keys.clone()
+                .try_for_each(|i| t.insert(&i.to_be_bytes(), &[1; 100]).map(drop))
+        },
+        |t| {
+            keys.clone()
+                .filter(updated)
+                .try_for_each(|i| t.insert(&i.to_be_bytes(), &[2; 100]).map(drop))
+        },
+        &expected,
+        drop,
+    )?;
     assert!(
         replayed > 0,
         "no cut lost the commit's pages: was it synced?"
