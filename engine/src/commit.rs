@@ -43,14 +43,19 @@ const MAX_WAITING_PAGES: u64 = 1024;
 /// file that lost most of its data shrink.
 const MAX_WAITING_LOGGED: u64 = 4096;
 
-/// A commit logs only when the pages it writes take at least this many times its record's
-/// bytes. A record is the commit's keys and values; the pages hold them too, and are
-/// written back at the cycle's sync all the same: a commit whose record is about as large
-/// (a batch of sequential 1 KiB values, one large value) would write its data twice, its
-/// record spared only a sync of pages the disk takes in few long runs. (With a 2 MiB log
-/// and no such rule, batches of 2,000 sequential 1 KiB values logged every other batch and
-/// loaded at 0.85× the rate of syncing each; durable transactions of one 1 MiB value each
-/// at 0.69×.)
+/// A commit whose record is larger than this logs only when the pages it writes take at
+/// least [`MIN_PAGES_PER_RECORD_BYTE`] times its record's bytes. A record is the commit's
+/// keys and values; the pages hold them too, and are written back at the cycle's sync all
+/// the same: a large record about as large as its pages (a batch of sequential 1 KiB
+/// values, one large value) has the data written twice, the disk's bandwidth spent for a
+/// sync of pages it would take in few long runs. (With a 2 MiB log and no such rule,
+/// batches of 2,000 sequential 1 KiB values logged every other batch and loaded at 0.85×
+/// the rate of syncing each; durable transactions of one 1 MiB value each ran at 0.69×, of
+/// 256 KiB at 0.84–0.97×.) A small record costs little bandwidth and its write is one wait
+/// for the disk where a sync is more: durable puts of one 32 KiB value took 175–184 µs
+/// logged against 251–272 µs synced, 64 KiB 205–212 against 273–319, 128 KiB 258–296
+/// against 292–361 (docs/benchmark-history.md, twenty-ninth session).
+const ALWAYS_LOGGED_RECORD: u64 = 128 << 10;
 const MIN_PAGES_PER_RECORD_BYTE: u64 = 2;
 
 /// The most pages at the end of the file a logged commit looks at to see whether a sync
@@ -177,8 +182,10 @@ impl WriteTxn {
         let mut logged = !self.compacting
             && ws.log.next == Some(txid)
             && record_units.is_some_and(|n| {
+                let bytes = n * LOG_UNIT as u64;
                 ws.log.head + n <= ws.log.units(page_size)
-                    && n * LOG_UNIT as u64 * MIN_PAGES_PER_RECORD_BYTE <= page_bytes
+                    && (bytes <= ALWAYS_LOGGED_RECORD
+                        || bytes * MIN_PAGES_PER_RECORD_BYTE <= page_bytes)
             });
 
         // 2. Free pages at the end of the file that nobody can see any more leave the file
@@ -492,11 +499,12 @@ mod tests {
         Ok(())
     }
 
-    /// A commit whose record takes about the bytes of the pages it writes (new keys in key
-    /// order with values of a kilobyte fill fresh leaves with nothing else) syncs rather than
-    /// write its data twice; one that rewrites many leaves for small changes logs.
+    /// A commit whose large record takes about the bytes of the pages it writes (new keys
+    /// in key order with values of a kilobyte fill fresh leaves with nothing else) syncs
+    /// rather than write its data twice; one that rewrites many leaves for small changes
+    /// logs, and so does one whose record is small, whatever its pages.
     #[test]
-    fn a_commit_logs_only_when_its_pages_outweigh_its_record() -> CairnResult<()> {
+    fn a_commit_logs_only_when_its_record_is_small_or_its_pages_outweigh_it() -> CairnResult<()> {
         let storage = Arc::new(Recorder {
             memory: MemoryStorage::new()?,
             events: Mutex::default(),
@@ -525,7 +533,9 @@ mod tests {
         assert!(!logs(&mut (20_000..20_200), &[9u8; 1000])?);
         // 200 scattered keys: 200 leaves (800 KiB) for a 10 KB record.
         assert!(logs(&mut (0..200).map(|i| i * 97), b"scattered")?);
-        assert_eq!(db.begin_read()?.open_table("t")?.len(), 20_200);
+        // One value of 64 KiB: its overflow run and a few pages, for as large a record.
+        assert!(logs(&mut std::iter::once(30_000), &[5u8; 64 << 10])?);
+        assert_eq!(db.begin_read()?.open_table("t")?.len(), 20_201);
         assert!(db.check()?.is_ok());
         Ok(())
     }
