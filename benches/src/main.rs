@@ -3,11 +3,12 @@
 //! (workloads by the start of their names, which hold commas: separated by semicolons);
 //! `--memory DIR` measures the memory of a process reading a 1 GiB database instead.
 //!
-//! Every store gets a fresh folder for every measurement, after a system-wide `sync`;
-//! loads that are not measured happen first. Each figure is the median of the runs. The last column is Cairn's figure
+//! Every store gets a fresh folder and a fresh process (`child.rs`) for every measurement,
+//! after a system-wide `sync`; loads that are not measured happen first. Each figure is the median of the runs. The last column is Cairn's figure
 //! over the best peer's (for latencies, the best peer's over Cairn's): above 1 means Cairn
 //! is ahead.
 
+mod child;
 mod memory;
 mod script;
 mod store;
@@ -441,13 +442,7 @@ fn settle_disk() {
 /// the reverse order), so that a change in the machine's speed during a row — on a shared
 /// virtual machine, often 1.5× within minutes — falls on every store alike instead of on
 /// whichever stores ran in the slow minutes.
-fn row(
-    name: &str,
-    unit: Unit,
-    stores: &[&(&str, stores::Opener)],
-    runs: usize,
-    measure: &dyn Fn(stores::Opener) -> R<f64>,
-) {
+fn row(name: &str, unit: Unit, stores: &[&str], runs: usize, measure: &dyn Fn(&str) -> R<f64>) {
     let unit_name = match unit {
         Unit::PerSecond => "ops/s",
         Unit::Micros => "µs",
@@ -463,12 +458,12 @@ fn row(
             (0..stores.len()).rev().collect()
         };
         for i in order {
-            let (store, open) = stores[i];
+            let store = stores[i];
             if !xs[i].1 {
                 continue;
             }
             settle_disk();
-            match measure(*open) {
+            match measure(store) {
                 Ok(x) => xs[i].0.push(x),
                 Err(e) if e.to_string() == store::NOT_SHARED => xs[i].1 = false,
                 Err(e) => eprintln!("{store}, {name}: {e}"),
@@ -478,7 +473,7 @@ fn row(
     let figures: Vec<(&str, Option<f64>)> = stores
         .iter()
         .zip(&mut xs)
-        .map(|((store, _), (x, _))| {
+        .map(|(store, (x, _))| {
             x.sort_by(f64::total_cmp);
             (*store, x.get(x.len() / 2).copied())
         })
@@ -518,6 +513,7 @@ fn main() -> R<()> {
     let (mut keys, mut runs, mut only_stores, mut only_workloads) =
         (100_000u64, 3usize, None, None);
     let (mut scripts, mut durable) = (None, true);
+    let (mut child, mut workload, mut script) = (None, None, None);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--keys" => keys = args.next().ok_or("--keys N")?.parse()?,
@@ -530,6 +526,13 @@ fn main() -> R<()> {
                 ))
             }
             "--eventual" => durable = false,
+            "--child" => child = Some(args.next().ok_or("--child STORE")?),
+            "--workload" => workload = Some(args.next().ok_or("--workload NAME")?),
+            "--script" => {
+                script = Some(std::path::PathBuf::from(
+                    args.next().ok_or("--script FILE")?,
+                ))
+            }
             "--memory" => {
                 return memory::run(std::path::Path::new(&args.next().ok_or("--memory DIR")?));
             }
@@ -542,9 +545,38 @@ fn main() -> R<()> {
         }
     }
     let p = Params { keys };
-    let stores: Vec<_> = stores::ALL
+    if let Some(store) = child {
+        let open = stores::ALL
+            .iter()
+            .find(|(n, _)| *n == store)
+            .map(|(_, open)| *open)
+            .ok_or_else(|| format!("no store {store}"))?;
+        return child::report(|| match (&workload, &script) {
+            (Some(name), _) => {
+                let w = WORKLOADS
+                    .iter()
+                    .find(|w| w.name == name)
+                    .ok_or_else(|| format!("no workload {name}"))?;
+                measure(open, w, &p)
+            }
+            (None, Some(run)) => {
+                let setup = match child::setup_of(run) {
+                    Some(path) => script::load(&path)?,
+                    None => Vec::new(),
+                };
+                let ops = script::load(run)?;
+                let dir = tempfile::tempdir()?;
+                let mut store = open(dir.path())?;
+                script::replay(store.as_mut(), &setup, true)?;
+                script::replay(store.as_mut(), &ops, durable)
+            }
+            (None, None) => Err("--child needs --workload or --script".into()),
+        });
+    }
+    let stores: Vec<&str> = stores::ALL
         .iter()
-        .filter(|(n, _)| {
+        .map(|(n, _)| *n)
+        .filter(|n| {
             only_stores
                 .as_ref()
                 .is_none_or(|o: &Vec<String>| o.iter().any(|x| x == n))
@@ -568,7 +600,7 @@ fn main() -> R<()> {
         ),
     }
     print!("| workload | unit |");
-    for (name, _) in &stores {
+    for name in &stores {
         print!(" {name} |");
     }
     println!(" cairn / best peer |");
@@ -584,18 +616,9 @@ fn main() -> R<()> {
                 .file_name()
                 .map(|n| n.to_string_lossy().trim_end_matches(".run.cq").to_owned())
                 .unwrap_or_default();
-            let setup_path = dir.join(format!("{name}.setup.cq"));
-            let setup = if setup_path.exists() {
-                script::load(&setup_path)?
-            } else {
-                Vec::new()
-            };
-            let ops = script::load(&run)?;
-            row(&name, Unit::PerSecond, &stores, runs, &|open| {
-                let dir = tempfile::tempdir()?;
-                let mut store = open(dir.path())?;
-                script::replay(store.as_mut(), &setup, true)?;
-                script::replay(store.as_mut(), &ops, durable)
+            let what = child::Measure::Script(&run);
+            row(&name, Unit::PerSecond, &stores, runs, &|store| {
+                child::measure(store, &what, keys, durable)
             });
         }
         return Ok(());
@@ -605,7 +628,10 @@ fn main() -> R<()> {
             .as_ref()
             .is_none_or(|o: &Vec<String>| o.iter().any(|x| w.name.starts_with(x.as_str())))
     }) {
-        row(w.name, w.unit, &stores, runs, &|open| measure(open, w, &p));
+        let what = child::Measure::Workload(w.name);
+        row(w.name, w.unit, &stores, runs, &|store| {
+            child::measure(store, &what, keys, durable)
+        });
     }
     Ok(())
 }
