@@ -85,6 +85,9 @@ pub enum Error {
     /// The page size asked for is not a power of two from 1 KiB to 64 KiB.
     #[error("page size {0} is not a power of two from 1024 to 65536")]
     InvalidPageSize(u64),
+    /// The commit log's size asked for is over 64 MiB.
+    #[error("commit log of {0} bytes exceeds the limit of 67108864 bytes (64 MiB)")]
+    InvalidLogSize(u64),
     /// A key longer than the database's key limit.
     #[error("key of {len} bytes exceeds the limit of {max} bytes")]
     KeyTooLarge {
@@ -184,6 +187,7 @@ impl Error {
             },
             NotAFile { path } => NotAFile { path: path.clone() },
             InvalidPageSize(n) => InvalidPageSize(*n),
+            InvalidLogSize(n) => InvalidLogSize(*n),
             KeyTooLarge { len, max } => KeyTooLarge {
                 len: *len,
                 max: *max,

@@ -35,16 +35,19 @@ pub(crate) struct Opened {
 /// whose record does not fit syncs every page it wrote instead: at 2 MiB, 10,000 puts of
 /// 100-byte values (a 1.15 MB record) still log, and commit about 1.4× faster than at
 /// 1 MiB (docs/benchmark-history.md, twenty-ninth session).
-const LOG_BYTES: u64 = 2 << 20;
+pub(crate) const DEFAULT_LOG_BYTES: u64 = 2 << 20;
 const MIN_LOG_PAGES: u64 = 16;
+/// The largest commit log a slot may name (opening reads a whole cycle into memory).
+pub(crate) const MAX_LOG_BYTES: u64 = 64 << 20;
 
-/// Writes the header and a first, empty commit into an empty store.
-pub(crate) fn initialise(storage: &dyn Storage, page_size: usize) -> Result<()> {
+/// Writes the header and a first, empty commit into an empty store, with a commit log of
+/// `log_bytes` (rounded up to whole pages, at least 16; none when 0).
+pub(crate) fn initialise(storage: &dyn Storage, page_size: usize, log_bytes: u64) -> Result<()> {
     let p = page_size as u64;
     // The commit log takes the pages after the two header pages, for good (zeros: no
     // record). Without cheap durable writes (in memory) there is none.
-    let log_pages = if storage.durable_writes() {
-        (LOG_BYTES / p).max(MIN_LOG_PAGES)
+    let log_pages = if storage.durable_writes() && log_bytes > 0 {
+        log_bytes.div_ceil(p).max(MIN_LOG_PAGES)
     } else {
         0
     };
@@ -254,7 +257,7 @@ fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
     }
     // (This build makes logs of 2 MiB at most; a damaged slot must not make opening read
     // a whole large file into memory.)
-    if slot.log_pages.saturating_mul(page_size as u64) > 64 << 20 {
+    if slot.log_pages.saturating_mul(page_size as u64) > MAX_LOG_BYTES {
         return bad("too large");
     }
     let freelist = slot.freelist_run(page_size);

@@ -271,3 +271,30 @@ fn bench_waits_by_polling_or_sleeping() {
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("--wait takes poll or sleep"));
 }
+
+#[test]
+fn bench_makes_its_fresh_database_with_the_log_size_asked_for() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let script = dir.path().join("w.cq");
+    std::fs::write(&script, "PUT 1 'one'\nPUT 2 'two'\n").unwrap_or_else(|e| panic!("{e}"));
+    let file_size = |log: &str| -> u64 {
+        let o = bench_once(&script, &["--log-size", log, "--format", "json"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let json: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}"));
+        json["summary"]["file size (last run)"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no file size in {json}"))
+    };
+    let (none, eight) = (file_size("0"), file_size("8388608"));
+    assert!(none < 1 << 20, "no log: {none} bytes");
+    // (The first commit grows the file by a quarter of its length.)
+    assert!(
+        eight > 8 << 20 && eight < 11 << 20,
+        "an 8 MiB log: {eight} bytes"
+    );
+    let o = bench_once(&script, &["--log-size", "1000000000"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("commit log of 1000000000 bytes exceeds"));
+}

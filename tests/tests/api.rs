@@ -521,3 +521,95 @@ fn a_backup_that_fails_leaves_no_file() -> Result<(), Box<dyn std::error::Error>
     assert_eq!(names, ["src.cairn"], "no partial backup, no stray file");
     Ok(())
 }
+
+#[test]
+fn a_new_file_gets_the_commit_log_asked_for_and_keeps_it() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    // 6 MB rounds up to whole pages; the copy a backup makes gets the same log.
+    let path = dir.path().join("big-log.cairn");
+    let db = Database::builder().log_size(6_000_000).create(&path)?;
+    assert_eq!(db.stats()?.log_pages, 6_000_000u64.div_ceil(4096));
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    db.backup(dir.path().join("copy.cairn"))?;
+    let copy = Database::open(dir.path().join("copy.cairn"))?;
+    assert_eq!(copy.stats()?.log_pages, 6_000_000u64.div_ceil(4096));
+    drop((db, copy));
+    // Reopening with another size asked for changes nothing.
+    let db = Database::builder().log_size(1 << 20).open(&path)?;
+    assert_eq!(db.stats()?.log_pages, 6_000_000u64.div_ceil(4096));
+    drop(db);
+
+    // Over 64 MiB (after rounding up to pages) is refused, and nothing is created.
+    let refused = dir.path().join("refused.cairn");
+    for size in [(64 << 20) + 1, u64::MAX] {
+        let err = Database::builder().log_size(size).create(&refused);
+        assert!(
+            matches!(err, Err(Error::InvalidLogSize(n)) if n == size),
+            "{err:?}"
+        );
+        assert!(!refused.exists());
+    }
+    assert!(
+        Database::builder()
+            .log_size(64 << 20)
+            .create(&refused)
+            .is_ok()
+    );
+    Ok(())
+}
+
+#[test]
+fn without_a_commit_log_every_durable_commit_syncs_and_survives_reopening() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("no-log.cairn");
+    let db = Checked(Database::builder().log_size(0).create(&path)?);
+    assert_eq!(db.stats()?.log_pages, 0);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    for i in 0u32..200 {
+        let mut w = db.begin_write()?;
+        w.open_table("t")?
+            .insert(&i.to_be_bytes(), &[i as u8; 300])?;
+        w.commit()?;
+    }
+    drop(db);
+    let db = Checked(Database::open(&path)?);
+    let r = db.begin_read()?;
+    let t = r.open_table("t")?;
+    assert_eq!(t.len(), 200);
+    assert_eq!(t.get(&7u32.to_be_bytes())?, Some(&[7u8; 300][..]));
+    assert_eq!(db.stats()?.log_pages, 0);
+
+    // A power cut after any acknowledged commit keeps it: with no log to replay, each
+    // commit's pages were synced before it returned.
+    for seed in 0..4u64 {
+        let storage = cairn_engine::storage::FaultyStorage::new(seed)?;
+        let db = Database::builder()
+            .page_size(1024)
+            .log_size(0)
+            .with_storage(storage.clone(), true, None)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        let acknowledged = 10 + seed as u32 * 7;
+        for i in 0..acknowledged {
+            let mut w = db.begin_write()?;
+            w.open_table("t")?
+                .insert(&i.to_be_bytes(), &[i as u8; 300])?;
+            w.commit()?;
+        }
+        let image = storage.power_cut();
+        drop(db);
+        let reopened = cairn_tests::open_image(&image, false)?;
+        assert_eq!(
+            reopened.begin_read()?.open_table("t")?.len(),
+            u64::from(acknowledged),
+            "seed {seed}"
+        );
+        assert!(reopened.check()?.is_ok(), "seed {seed}");
+    }
+    Ok(())
+}

@@ -32,6 +32,8 @@ Options:
                        (yielding the processor a short while before sleeping; the
                        default) or sleep (the least CPU time)
   --page-size BYTES    page size of the fresh database (default 4096)
+  --log-size BYTES     commit log of the fresh database (default 2 MiB; 0: none, every
+                       durable commit syncs the file)
   --db FILE            run against FILE instead of a fresh temporary database
   --memory             run against an in-memory database
   --format F           table, json, csv or markdown (default table)
@@ -55,6 +57,7 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
         threads: 1,
         durability: Durability::Immediate,
         page_size: 4096,
+        log_size: None,
         poll_waits: true,
         db: None,
         memory: false,
@@ -70,6 +73,7 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
             "warmup" => warmup = number(it.next(), a)?,
             "threads" => threads = Some(number(it.next(), a)?),
             "page-size" => plan.page_size = number(it.next(), a)?,
+            "log-size" => plan.log_size = Some(number(it.next(), a)? as u64),
             "durability" => {
                 plan.durability = match it.next().map(String::as_str) {
                     Some("immediate") => Durability::Immediate,

@@ -96,6 +96,8 @@ pub struct Plan {
     pub threads: usize,
     pub durability: Durability,
     pub page_size: usize,
+    /// The fresh database's commit log in bytes (`Builder::log_size`), if not the default.
+    pub log_size: Option<u64>,
     /// Whether durable commits poll for the end of their waits (`Builder::poll_waits`).
     pub poll_waits: bool,
     /// A database to run against instead of a fresh one each run.
@@ -144,10 +146,13 @@ pub fn run_once(
     progress: &ProgressBar,
 ) -> anyhow::Result<RunResult> {
     let dir = tempfile::tempdir()?;
-    let builder = Database::builder()
+    let mut builder = Database::builder()
         .durability(plan.durability)
         .page_size(plan.page_size)
         .poll_waits(plan.poll_waits);
+    if let Some(bytes) = plan.log_size {
+        builder = builder.log_size(bytes);
+    }
     let db = match (&plan.db, plan.memory) {
         (_, true) => builder.in_memory()?,
         (Some(path), false) => builder.create(path)?,
