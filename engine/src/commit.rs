@@ -174,18 +174,20 @@ impl WriteTxn {
             .ops
             .as_ref()
             .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(LOG_UNIT) as u64);
-        let page_bytes = out.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
-            + written_runs
-                .iter()
-                .map(|r| (r.end - r.start) * p)
-                .sum::<u64>();
+        let page_bytes = || {
+            out.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
+                + written_runs
+                    .iter()
+                    .map(|r| (r.end - r.start) * p)
+                    .sum::<u64>()
+        };
         let mut logged = !self.compacting
             && ws.log.next == Some(txid)
             && record_units.is_some_and(|n| {
                 let bytes = n * LOG_UNIT as u64;
                 ws.log.head + n <= ws.log.units(page_size)
                     && (bytes <= ALWAYS_LOGGED_RECORD
-                        || bytes * MIN_PAGES_PER_RECORD_BYTE <= page_bytes)
+                        || bytes * MIN_PAGES_PER_RECORD_BYTE <= page_bytes())
             });
 
         // 2. Free pages at the end of the file that nobody can see any more leave the file

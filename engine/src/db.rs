@@ -113,12 +113,8 @@ impl Builder {
         if !p.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&p) {
             return Err(Error::InvalidPageSize(p as u64));
         }
-        // Rounded up as `initialise` will, so that what it makes opens again.
-        let log = match self.log_size {
-            0 => Some(0),
-            n => n.div_ceil(p as u64).max(16).checked_mul(p as u64),
-        };
-        if log.is_none_or(|log| log > recovery::MAX_LOG_BYTES) {
+        // As `initialise` will round it, so that what it makes opens again.
+        if recovery::log_pages(self.log_size, p).is_none() {
             return Err(Error::InvalidLogSize(self.log_size));
         }
         Ok(())

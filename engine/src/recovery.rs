@@ -40,14 +40,25 @@ const MIN_LOG_PAGES: u64 = 16;
 /// The largest commit log a slot may name (opening reads a whole cycle into memory).
 pub(crate) const MAX_LOG_BYTES: u64 = 64 << 20;
 
+/// The pages of a commit log of `log_bytes`: whole pages, at least 16, none for 0; `None`
+/// when that is over [`MAX_LOG_BYTES`].
+pub(crate) fn log_pages(log_bytes: u64, page_size: usize) -> Option<u64> {
+    let p = page_size as u64;
+    let pages = match log_bytes {
+        0 => 0,
+        n => n.div_ceil(p).max(MIN_LOG_PAGES),
+    };
+    (pages.checked_mul(p)? <= MAX_LOG_BYTES).then_some(pages)
+}
+
 /// Writes the header and a first, empty commit into an empty store, with a commit log of
-/// `log_bytes` (rounded up to whole pages, at least 16; none when 0).
+/// `log_bytes` (see [`log_pages`]; the caller has checked it).
 pub(crate) fn initialise(storage: &dyn Storage, page_size: usize, log_bytes: u64) -> Result<()> {
     let p = page_size as u64;
     // The commit log takes the pages after the two header pages, for good (zeros: no
     // record). Without cheap durable writes (in memory) there is none.
-    let log_pages = if storage.durable_writes() && log_bytes > 0 {
-        log_bytes.div_ceil(p).max(MIN_LOG_PAGES)
+    let log_pages = if storage.durable_writes() {
+        log_pages(log_bytes, page_size).ok_or(Error::InvalidLogSize(log_bytes))?
     } else {
         0
     };
