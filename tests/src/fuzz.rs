@@ -112,7 +112,9 @@ pub fn open(data: &[u8]) {
 }
 
 /// Random transactions with an I/O failure at the k-th storage call (once, or from then
-/// on), then a power cut: the file reopens and passes the integrity check.
+/// on), then a power cut: the file reopens and passes the integrity check. Half the inputs
+/// (by `mode`) get the smallest commit log, 16 pages, which a few commits fill: the log's
+/// cycles end and start again within one input.
 pub fn io_failures(data: &[u8]) {
     let [k, mode, seed, ops @ ..] = data else {
         return;
@@ -120,8 +122,10 @@ pub fn io_failures(data: &[u8]) {
     let Ok(storage) = FaultyStorage::new(u64::from(*seed)) else {
         return;
     };
+    let log_size = if mode & 2 == 0 { 2 << 20 } else { 16 << 10 };
     let Ok(db) = Database::builder()
         .page_size(1024)
+        .log_size(log_size)
         .with_storage(storage.clone(), true, None)
     else {
         return;
