@@ -18,6 +18,20 @@ pub fn on_faulty_store(seed: u64) -> Result<(Arc<FaultyStorage>, Database), Erro
     Ok((storage, db))
 }
 
+/// As [`on_faulty_store`], with a commit log of `log_bytes` (`Builder::log_size`): a small
+/// one fills within a few commits, so that the log's cycles end and start again.
+pub fn on_faulty_store_with_log(
+    seed: u64,
+    log_bytes: u64,
+) -> Result<(Arc<FaultyStorage>, Database), Error> {
+    let storage = FaultyStorage::new(seed)?;
+    let db = Database::builder()
+        .page_size(1024)
+        .log_size(log_bytes)
+        .with_storage(storage.clone(), true, None)?;
+    Ok((storage, db))
+}
+
 /// The database a file image (after a power cut, or crafted) opens as, in memory.
 pub fn open_image(image: &[u8], read_only: bool) -> Result<Database, Error> {
     Database::builder().read_only(read_only).with_storage(

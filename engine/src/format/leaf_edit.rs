@@ -258,7 +258,10 @@ impl LeafNode {
         if self.layout == Layout::Legacy || self.upper - self.slots_end() < SLOT + len {
             self.compact()?;
         }
-        // A key before the first or after the last may share less with the others.
+        // A key before the first or after the last may share less with the others. Into
+        // an empty leaf, the key is the prefix: its bytes are new even when its length is
+        // the prefix's (the kept bytes are the last key removed's).
+        let was_empty = self.count == 0;
         let prefix = match (self.count, i) {
             (0, _) => key.len().min(usize::from(u16::MAX)),
             (_, 0) => common_prefix(key, self.key(0)?).min(self.prefix),
@@ -273,7 +276,7 @@ impl LeafNode {
         self.set_count(self.count + 1);
         self.upper = at;
         self.size += SLOT + len;
-        if prefix == self.prefix {
+        if prefix == self.prefix && !was_empty {
             put_head(&mut self.page, LEAF_HEADER, i, head(key, prefix));
             Ok(())
         } else {
@@ -562,6 +565,22 @@ mod tests {
             };
             assert_eq!(n.search(&probe)?, expect, "probe {probe:?}");
         }
+        Ok(())
+    }
+
+    /// Regression (found by `CAIRN_CRASH_SMALL_LOG=1` crash runs): a leaf emptied of its one
+    /// key and given another of the same length kept the old key's bytes as its prefix, so
+    /// a search for a third key placed it by them: the leaf came out of order.
+    #[test]
+    fn a_key_put_into_an_emptied_leaf_becomes_its_prefix() -> Result<()> {
+        let mut n = LeafNode::new(1024);
+        n.push(&177u32.to_be_bytes(), ValueRef::Inline(b"a"))?;
+        n.remove(0)?;
+        n.insert(0, &200u32.to_be_bytes(), ValueRef::Inline(b"b"))?;
+        let model =
+            std::collections::BTreeMap::from([(200u32.to_be_bytes().to_vec(), b"b".to_vec())]);
+        agrees(&n, &model)?;
+        assert_eq!(n.search(&195u32.to_be_bytes())?, Err(0));
         Ok(())
     }
 
