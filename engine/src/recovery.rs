@@ -266,8 +266,8 @@ fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
     if slot.log_page < FIRST_DATA_PAGE || end.is_none_or(|end| end > slot.page_count) {
         return bad("outside the file");
     }
-    // (This build makes logs of 2 MiB at most; a damaged slot must not make opening read
-    // a whole large file into memory.)
+    // (This build makes logs of at most MAX_LOG_BYTES, `Builder::log_size`'s limit; a
+    // damaged slot must not make opening read a whole large file into memory.)
     if slot.log_pages.saturating_mul(page_size as u64) > MAX_LOG_BYTES {
         return bad("too large");
     }

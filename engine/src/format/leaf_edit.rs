@@ -568,7 +568,7 @@ mod tests {
         Ok(())
     }
 
-    /// Regression (found by `CAIRN_CRASH_SMALL_LOG=1` crash runs): a leaf emptied of its one
+    /// Regression (found by the crash test's lives with a 16-page log): a leaf emptied of its one
     /// key and given another of the same length kept the old key's bytes as its prefix, so
     /// a search for a third key placed it by them: the leaf came out of order.
     #[test]
