@@ -8,13 +8,16 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::header::HeaderError;
 use crate::format::{
-    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LOG_UNIT, LOG_UNITS_VERSION, LogRecord, MAGIC,
-    MAX_PAGE_SIZE, MIN_PAGE_SIZE, OLDEST_VERSION, PageKind, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta,
-    ValueRef, decode_freelist, page_kind, page_txid,
+    FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LOG_UNITS_VERSION, MAGIC, MAX_PAGE_SIZE,
+    MIN_PAGE_SIZE, OLDEST_VERSION, PageKind, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef,
+    decode_freelist, page_kind, page_txid,
 };
 use crate::freelist::FreeList;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
 use crate::storage::Storage;
+
+mod log_tail;
+use log_tail::log_tail;
 
 /// The state a file opened at.
 #[derive(Debug)]
@@ -37,7 +40,7 @@ pub(crate) struct Opened {
 /// 1 MiB (docs/benchmark-history.md, twenty-ninth session).
 pub(crate) const DEFAULT_LOG_BYTES: u64 = 2 << 20;
 const MIN_LOG_PAGES: u64 = 16;
-/// The largest commit log a slot may name (opening reads a whole cycle into memory).
+/// The largest commit log a slot may name (opening may read a whole cycle into memory).
 pub(crate) const MAX_LOG_BYTES: u64 = 64 << 20;
 
 /// The pages of a commit log of `log_bytes`: whole pages, at least 16, none for 0; `None`
@@ -277,58 +280,6 @@ fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
         return bad("overlapping the freelist");
     }
     Ok(())
-}
-
-/// The records of the commit log that follow commit `slot`: `(page, payload)` of each.
-///
-/// The log holds one cycle of records: each names the durable commit it follows (its
-/// base), the first follows the base, and each follows the one before it without a gap.
-/// The cycle read is the one after the slot's own commit or after its durable one; records
-/// of older cycles (or torn, or never written) end it, whatever comes after them.
-/// `legacy`: the file is of format version 2, whose records are page-aligned.
-fn log_tail(
-    storage: &dyn Storage,
-    slot: &Slot,
-    page_size: usize,
-    legacy: bool,
-) -> Result<Vec<(u64, Vec<u8>)>> {
-    // (The run was checked by `check_log_run`: inside the file, at most 64 MiB.)
-    if slot.log_page == 0 {
-        return Ok(Vec::new());
-    }
-    let p = page_size as u64;
-    let mut bytes = vec![0u8; (slot.log_pages * p) as usize];
-    storage.read(slot.log_page * p, &mut bytes)?;
-    let mut out = Vec::new();
-    let unit = LOG_UNIT as u64;
-    let units = slot.log_pages * (p / unit);
-    let (mut at, mut base, mut next) = (0u64, None, None);
-    while at < units {
-        let offset = slot.log_page * p + at * unit;
-        let Some(r) = LogRecord::decode(offset, &bytes[(at * unit) as usize..], page_size, legacy)
-        else {
-            break;
-        };
-        // (Errors in a record name the page it starts in.)
-        let page = offset / p;
-        let follows = match base {
-            None => {
-                (r.base == slot.txid || r.base == slot.durable_txid)
-                    && r.base.checked_add(1) == Some(r.txid)
-            }
-            Some(b) => r.base == b && Some(r.txid) == next,
-        };
-        if !follows {
-            break;
-        }
-        base = Some(r.base);
-        next = r.txid.checked_add(1);
-        if r.txid > slot.txid {
-            out.push((page, r.payload.to_vec()));
-        }
-        at += r.units;
-    }
-    Ok(out)
 }
 
 /// Checks every page written since the slot's last durable commit (and each child of

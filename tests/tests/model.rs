@@ -15,12 +15,15 @@ type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 const TABLES: [&str; 3] = ["alpha", "beta", "gamma"];
 
 fn key(rng: &mut SmallRng, max: usize) -> Vec<u8> {
-    match rng.random_range(0..10) {
+    match rng.random_range(0..13) {
         0 => Vec::new(),
         1 => (0..max).map(|_| rng.random()).collect(),
         2 => (0..rng.random_range(0..=max))
             .map(|_| rng.random())
             .collect(),
+        // Integers as the language stores them (8 big-endian bytes): keys of one length
+        // sharing most of their bytes, the leaves that keep a prefix and take a shape.
+        10..=12 => rng.random_range(0u64..3000).to_be_bytes().to_vec(),
         // Short keys from a small alphabet, so that keys collide and ranges hit.
         _ => (0..rng.random_range(1..4))
             .map(|_| b'a' + rng.random_range(0..6))
@@ -32,6 +35,8 @@ fn value(rng: &mut SmallRng) -> Vec<u8> {
     let len = match rng.random_range(0..100) {
         0 => rng.random_range(0..=1 << 20),
         1..=5 => rng.random_range(0..20_000),
+        // One length, the other half of a leaf's shape.
+        6..=40 => 8,
         _ => rng.random_range(0..64),
     };
     let byte: u8 = rng.random();

@@ -126,6 +126,16 @@ pub(crate) struct LogRecord<'a> {
 }
 
 impl<'a> LogRecord<'a> {
+    /// The bytes a record starting at `b` says it takes, its header and payload (before
+    /// rounding to a unit); `None` when `b` is shorter than a header or is no record.
+    pub fn claimed_len(b: &[u8]) -> Option<usize> {
+        if b.first() != Some(&(PageKind::Log as u8)) {
+            return None;
+        }
+        let n = usize::try_from(get_u32(b, PAYLOAD_LEN)?).ok()?;
+        LOG_RECORD_HEADER.checked_add(n)
+    }
+
     /// The record starting at byte `offset` of the file, whose bytes (to the end of the
     /// log) are `b`; `None` when there is none (never written, stale, torn or damaged: the
     /// crc fails). In a `legacy` file (format version 2) a record at a page boundary may
