@@ -101,7 +101,8 @@ impl Builder {
     /// A polling thread keeps a processor busy until the wait ends, for at most about
     /// twice as long as the last such wait took (and not at all when that was over half a
     /// millisecond); a leader gathering batches polls for at most 100 µs. `false` sleeps
-    /// at once, for the least CPU time.
+    /// at once, for the least CPU time, and writes log records without the `io_uring`
+    /// (see `FileStorage::poll_waits`).
     pub fn poll_waits(mut self, yes: bool) -> Self {
         self.poll_waits = yes;
         self

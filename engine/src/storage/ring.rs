@@ -1,7 +1,8 @@
 //! A durable write that runs while the writer does other work: the commit log's record goes
 //! to the disk through an `io_uring`, and the commit writes its tree pages while the device
 //! works, instead of before the record (which made a single-put commit wait for both, one
-//! after the other).
+//! after the other). Only for a writer that polls for the write's end (see
+//! `FileStorage::poll_waits` for why).
 //!
 //! One submission at a time, always waited for before the call returns: the kernel never
 //! holds a buffer past the call that lent it, except after a failed wait, when the buffer
@@ -49,11 +50,6 @@ impl Ring {
             broken: AtomicBool::new(false),
             write_time: PollBound::default(),
         })
-    }
-
-    /// Whether a write's wait polls for its completion before it sleeps.
-    pub(super) fn set_polling(&self, yes: bool) {
-        self.write_time.set_enabled(yes);
     }
 
     /// How long the next write's wait would poll.
