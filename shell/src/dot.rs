@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cairn_engine::ReadTxn;
+use cairn_engine::{PageInfo, ReadTxn};
 use cairn_query::{DEFAULT_TABLE, Literal, Outcome, Statement, display_bytes};
 
 use crate::render::{Cell, Mode, RowWriter};
@@ -22,6 +22,7 @@ pub const HELP: &str = "\
 .open FILE            close this database and open FILE (created if missing)
 .page N               page N decoded: its kind, the commit that wrote it, its entries
 .pages                every page: its kind, the tree it belongs to, items and fill
+                      (a run - the log, a large value, the freelist - in one row)
 .read FILE            run the statements and commands in FILE
 .stats                statistics of the database file
 .tables               list the tables with their entry counts
@@ -246,8 +247,7 @@ fn pages(shell: &mut Shell) -> Result<String, String> {
         .database()
         .pages()
         .map_err(|e| e.to_string())?;
-    let rows = pages
-        .iter()
+    let rows = runs(&pages)
         .map(|p| {
             [
                 Cell::Number(p.page),
@@ -259,6 +259,25 @@ fn pages(shell: &mut Shell) -> Result<String, String> {
         })
         .collect();
     print_rows(shell, &["page", "kind", "tree", "items", "fill"], rows)
+}
+
+/// `pages` with each run of pages (the commit log, a large value's overflow run, the
+/// freelist: each of their pages counts the run's pages as its items) given by its first
+/// page alone: a 2 MiB log is one row, not 512.
+fn runs(pages: &[PageInfo]) -> impl Iterator<Item = &PageInfo> {
+    let mut run_end = None;
+    pages.iter().filter(move |p| {
+        let is_run = matches!(p.kind, "log" | "overflow" | "freelist");
+        if let Some((kind, end)) = run_end
+            && is_run
+            && p.kind == kind
+            && p.page < end
+        {
+            return false;
+        }
+        run_end = is_run.then(|| (p.kind, p.page.saturating_add(p.items.max(1))));
+        true
+    })
 }
 
 fn page(shell: &mut Shell, n: u64) -> Result<String, String> {
@@ -377,4 +396,54 @@ fn dump(shell: &mut Shell, only: Option<&str>) -> Result<String, String> {
     };
     write()?;
     Ok(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+    use cairn_engine::PageInfo;
+
+    fn page(page: u64, kind: &'static str, owner: &str, items: u64) -> PageInfo {
+        PageInfo {
+            page,
+            kind,
+            owner: owner.into(),
+            items,
+            fill: 0.0,
+        }
+    }
+
+    /// A run is one row at its first page, two adjacent runs of one length and tree two
+    /// rows; pages that are not runs (free ones, leaves) each keep their row.
+    #[test]
+    fn each_run_of_pages_is_one_row_at_its_first_page() {
+        let mut pages = vec![page(0, "header", "", 0), page(1, "header", "", 0)];
+        pages.extend((2..6).map(|p| page(p, "log", "", 4)));
+        pages.extend((6..10).map(|p| page(p, "overflow", "t", 2)));
+        pages.extend([
+            page(10, "free", "", 0),
+            page(11, "free", "", 0),
+            page(12, "leaf", "t", 3),
+            page(13, "freelist", "", 1),
+            page(14, "overflow", "t", 1),
+            page(15, "overflow", "u", 1),
+        ]);
+        let rows: Vec<(u64, &str)> = runs(&pages).map(|p| (p.page, p.kind)).collect();
+        assert_eq!(
+            rows,
+            [
+                (0, "header"),
+                (1, "header"),
+                (2, "log"),
+                (6, "overflow"),
+                (8, "overflow"),
+                (10, "free"),
+                (11, "free"),
+                (12, "leaf"),
+                (13, "freelist"),
+                (14, "overflow"),
+                (15, "overflow"),
+            ]
+        );
+    }
 }
