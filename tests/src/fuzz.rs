@@ -77,9 +77,119 @@ pub fn script(data: &[u8]) {
     }
 }
 
-/// Any bytes as a database file: opening, listing, scanning both ways, reading and checking
+/// Any bytes as a database file: opening (read-only, then for writing: replaying the commit
+/// log's records, then committing), listing, scanning both ways, reading and checking
 /// return errors or data, never a panic or a hang.
 pub fn open(data: &[u8]) {
+    read(data);
+    let Ok(storage) = MemoryStorage::from_bytes(data) else {
+        return;
+    };
+    let Ok(db) = Database::builder().with_storage(Arc::new(storage), false, None) else {
+        return;
+    };
+    let Ok(mut w) = db.begin_write() else { return };
+    if let Ok(tables) = w.list_tables()
+        && let Some(info) = tables.first()
+        && let Ok(mut t) = w.open_table(&info.name)
+    {
+        let _ = t.insert(b"k", b"v");
+    }
+    let _ = w.commit();
+    let _ = db.check();
+}
+
+/// Small valid database files for the `open` target to mutate (`fuzz/seeds.rs` writes
+/// them to its corpus), named: 1 KiB pages; one to three tables; overflow values; deletes
+/// over several commits (a freelist); sealed by a clean close or not; and, with a 16-page
+/// commit log, durable commits that only the log holds (their pages lost to a power cut, or
+/// still in the file), which a writable open replays.
+///
+/// # Errors
+/// When a database cannot be built in memory.
+pub fn open_seeds() -> Result<Vec<(String, Vec<u8>)>, cairn_engine::Error> {
+    let mut seeds = Vec::new();
+    for (tables, big, churn, seal) in [
+        (1, false, false, true),
+        (2, true, true, true),
+        (1, true, true, false),
+        (3, false, true, false),
+    ] {
+        let storage = Arc::new(MemoryStorage::new()?);
+        let db = Database::builder()
+            .page_size(1024)
+            .durability(Durability::Eventual)
+            .with_storage(storage.clone(), true, None)?;
+        fill(&db, tables, big, churn)?;
+        if seal {
+            drop(db);
+        }
+        let name = format!("seed-{tables}t-{big}-{churn}-{seal}");
+        seeds.push((name, used_bytes(storage.to_vec())));
+    }
+    for (seed, cut) in [(1, false), (2, true)] {
+        let storage = FaultyStorage::new(seed)?;
+        let db = Database::builder()
+            .page_size(1024)
+            .log_size(16 << 10)
+            .with_storage(storage.clone(), true, None)?;
+        fill(&db, 2, true, false)?;
+        // Durable single puts: each logs a record.
+        for k in 0u32..6 {
+            let mut w = db.begin_write()?;
+            w.open_table("t1")?.insert(&k.to_be_bytes(), b"logged")?;
+            w.commit()?;
+        }
+        let image = if cut {
+            storage.power_cut()
+        } else {
+            storage.live_image()
+        };
+        drop(db);
+        seeds.push((format!("seed-logged-cut-{cut}"), used_bytes(image)));
+    }
+    Ok(seeds)
+}
+
+/// Commits to `tables` tables of 30 keys each (one value of 1,500 bytes with `big`), in
+/// three rounds that delete a third of the keys with `churn`.
+fn fill(db: &Database, tables: usize, big: bool, churn: bool) -> Result<(), cairn_engine::Error> {
+    for round in 0..if churn { 3 } else { 1 } {
+        let mut w = db.begin_write()?;
+        for t in 0..tables {
+            let name = format!("t{t}");
+            if round == 0 {
+                w.create_table(&name)?;
+            }
+            let mut table = w.open_table(&name)?;
+            for k in 0u32..30 {
+                if churn && (k + round) % 3 == 0 {
+                    table.remove(&k.to_be_bytes())?;
+                } else {
+                    let len = if big && k == 5 { 1500 } else { 10 };
+                    table.insert(&k.to_be_bytes(), &vec![k as u8; len])?;
+                }
+            }
+        }
+        w.commit()?;
+    }
+    Ok(())
+}
+
+/// `image` without its tail of zeros (the reserved pages nothing uses), in whole 1 KiB
+/// pages.
+fn used_bytes(mut image: Vec<u8>) -> Vec<u8> {
+    let used = image
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |n| n + 1)
+        .next_multiple_of(1024);
+    image.truncate(used);
+    image
+}
+
+/// `data` opened read-only: listed, scanned, read and checked.
+fn read(data: &[u8]) {
     let Ok(storage) = MemoryStorage::from_bytes(data) else {
         return;
     };
