@@ -141,40 +141,7 @@ pub(super) fn pages_in(
 mod tests {
     use crate::Result as CairnResult;
     use crate::pager::VerifiedSet;
-    use crate::storage::{MemoryStorage, Region, Storage};
-    use std::io;
-    use std::sync::{Arc, Mutex, PoisonError};
-
-    /// Memory that records each vectored write: its offset and length.
-    #[derive(Debug)]
-    struct Vectored {
-        memory: MemoryStorage,
-        calls: Mutex<Vec<(u64, u64)>>,
-    }
-
-    impl Storage for Vectored {
-        fn len(&self) -> u64 {
-            self.memory.len()
-        }
-        fn region(&self) -> Arc<Region> {
-            self.memory.region()
-        }
-        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-            self.memory.write(offset, data)
-        }
-        fn write_vectored(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
-            let len = bufs.iter().map(|b| b.len() as u64).sum();
-            let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-            calls.push((offset, len));
-            self.memory.write_vectored(offset, bufs)
-        }
-        fn sync(&self) -> io::Result<()> {
-            self.memory.sync()
-        }
-        fn resize(&self, len: u64) -> io::Result<()> {
-            self.memory.resize(len)
-        }
-    }
+    use crate::storage::{Recording, Storage};
 
     /// A scattered commit writes each page alone, its long run too; a commit of long runs
     /// joins adjacent pages; a buffer of several pages counts as its pages and goes whole.
@@ -183,10 +150,7 @@ mod tests {
         const P: usize = 512;
         let page = |id: u64, pages: usize| (id, vec![id as u8; pages * P].into_boxed_slice());
         let write = |out: &[(u64, Box<[u8]>)]| -> CairnResult<Vec<(u64, u64)>> {
-            let storage = Vectored {
-                memory: MemoryStorage::new()?,
-                calls: Mutex::default(),
-            };
+            let storage = Recording::new()?;
             storage.resize(200 * P as u64)?;
             let verified = VerifiedSet::with_capacity(200);
             for (id, _) in out {
@@ -200,9 +164,7 @@ mod tests {
                 assert_eq!(&back[..], &bytes[..], "page {id}");
                 assert!(!verified.contains(*id), "page {id} is to be verified again");
             }
-            Ok(std::mem::take(
-                &mut storage.calls.lock().unwrap_or_else(PoisonError::into_inner),
-            ))
+            Ok(storage.take_vectored())
         };
         // 14 pages in 5 runs (2.8 a run on average): scattered.
         let mut scattered: Vec<_> = (10..20).map(|id| page(id, 1)).collect();

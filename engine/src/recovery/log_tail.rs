@@ -113,49 +113,14 @@ pub(super) fn log_tail(
 mod tests {
     use super::{FIRST_WINDOW, MAX_WINDOW, Window};
     use crate::Result as CairnResult;
-    use crate::storage::{MemoryStorage, Region, Storage};
-    use std::io;
-    use std::sync::{Arc, Mutex, PoisonError};
-
-    /// Memory that records each read: its offset and length.
-    #[derive(Debug)]
-    struct Reads {
-        memory: MemoryStorage,
-        calls: Mutex<Vec<(u64, usize)>>,
-    }
-
-    impl Storage for Reads {
-        fn len(&self) -> u64 {
-            self.memory.len()
-        }
-        fn region(&self) -> Arc<Region> {
-            self.memory.region()
-        }
-        fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-            let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-            calls.push((offset, buf.len()));
-            self.memory.read(offset, buf)
-        }
-        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-            self.memory.write(offset, data)
-        }
-        fn sync(&self) -> io::Result<()> {
-            self.memory.sync()
-        }
-        fn resize(&self, len: u64) -> io::Result<()> {
-            self.memory.resize(len)
-        }
-    }
+    use crate::storage::{Recording, Storage};
 
     /// A window serves what it holds without reading, reads ahead in growing windows
     /// (a record longer than the window gets a window of its own length), reads again
     /// for bytes before it, and never reads past the log.
     #[test]
     fn a_window_reads_ahead_in_growing_reads_and_never_past_the_log() -> CairnResult<()> {
-        let storage = Reads {
-            memory: MemoryStorage::new()?,
-            calls: Mutex::default(),
-        };
+        let storage = Recording::new()?;
         let (start, len) = (4096, 8 << 20);
         storage.resize(start + len)?;
         let pattern: Vec<u8> = (0..len).map(|i| (i / 512) as u8).collect();
@@ -165,18 +130,12 @@ mod tests {
             let b = w.from(from, want)?;
             Ok((b[0], b.len()))
         };
-        let calls = |s: &Reads| {
-            s.calls
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone()
-        };
         assert_eq!(byte_at(&mut w, 0, 512)?, (0, FIRST_WINDOW as usize));
         assert_eq!(
             byte_at(&mut w, 1024, 512)?,
             (2, FIRST_WINDOW as usize - 1024)
         );
-        assert_eq!(calls(&storage), [(start, FIRST_WINDOW as usize)]);
+        assert_eq!(storage.reads(), [(start, FIRST_WINDOW)]);
         // Past the window: the next read is twice as long.
         let past = FIRST_WINDOW;
         assert_eq!(byte_at(&mut w, past, 512)?.1, 2 * FIRST_WINDOW as usize);
@@ -190,10 +149,10 @@ mod tests {
             byte_at(&mut w, len - 512, 4096)?,
             (((len - 512) / 512) as u8, 512)
         );
-        let c = calls(&storage);
+        let c = storage.reads();
         assert_eq!(c.len(), 5, "{c:?}");
-        assert!(c.iter().all(|&(at, n)| at + n as u64 <= start + len));
-        assert!(c.iter().all(|&(_, n)| n as u64 <= long), "{c:?}");
+        assert!(c.iter().all(|&(at, n)| at + n <= start + len));
+        assert!(c.iter().all(|&(_, n)| n <= long), "{c:?}");
         Ok(())
     }
 }

@@ -11,6 +11,8 @@ mod counted;
 mod faulty;
 mod file;
 mod memory;
+#[cfg(test)]
+mod recording;
 mod region;
 #[cfg(target_os = "linux")]
 mod ring;
@@ -20,4 +22,6 @@ pub(crate) use counted::{Counted, IoCounters};
 pub use faulty::{FaultyStorage, SECTOR};
 pub use file::FileStorage;
 pub use memory::MemoryStorage;
+#[cfg(test)]
+pub(crate) use recording::Recording;
 pub use region::Region;
