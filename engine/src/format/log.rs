@@ -146,11 +146,8 @@ impl<'a> LogRecord<'a> {
         page_size: usize,
         legacy: bool,
     ) -> Option<LogRecord<'a>> {
-        if b.first() != Some(&(PageKind::Log as u8)) {
-            return None;
-        }
-        let n = usize::try_from(get_u32(b, PAYLOAD_LEN)?).ok()?;
-        let payload = b.get(LOG_RECORD_HEADER..LOG_RECORD_HEADER.checked_add(n)?)?;
+        let payload = b.get(LOG_RECORD_HEADER..Self::claimed_len(b)?)?;
+        let n = payload.len();
         let crc = get_u32(b, CRC)?;
         let (unit, page) = (LOG_UNIT as u64, page_size as u64);
         let bytes = if offset.is_multiple_of(unit) && record_crc(offset / unit, b, payload) == crc {

@@ -107,7 +107,7 @@ impl FileStorage {
     /// flushed its cache. Through the ring, the flush that follows the write is the work of
     /// a kernel worker thread, which on processors busy with other threads waits for one of
     /// them while the caller sleeps: beside two reading threads on 2 vCPUs, durable single
-    /// puts that slept on the ring committed 265–316 times a second, 5,300–6,100 without
+    /// puts that slept on the ring committed 265–316 times a second, 5,300–6,600 without
     /// it; alone, 133–141 µs each against 140–144 µs (docs/benchmark-history.md,
     /// thirtieth session).
     pub fn poll_waits(mut self, yes: bool) -> FileStorage {
