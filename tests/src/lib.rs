@@ -18,17 +18,20 @@ pub fn on_faulty_store(seed: u64) -> Result<(Arc<FaultyStorage>, Database), Erro
     Ok((storage, db))
 }
 
-/// As [`on_faulty_store`], with a commit log of `log_bytes` (`Builder::log_size`): a small
-/// one fills within a few commits, so that the log's cycles end and start again.
-pub fn on_faulty_store_with_log(
+/// As [`on_faulty_store`], with pages of `page_size` bytes and a commit log of `log_bytes`
+/// (`Builder::log_size`; the default when `None`): a small one fills within a few
+/// commits, so that the log's cycles end and start again.
+pub fn on_faulty_store_sized(
     seed: u64,
-    log_bytes: u64,
+    page_size: usize,
+    log_bytes: Option<u64>,
 ) -> Result<(Arc<FaultyStorage>, Database), Error> {
     let storage = FaultyStorage::new(seed)?;
-    let db = Database::builder()
-        .page_size(1024)
-        .log_size(log_bytes)
-        .with_storage(storage.clone(), true, None)?;
+    let mut builder = Database::builder().page_size(page_size);
+    if let Some(bytes) = log_bytes {
+        builder = builder.log_size(bytes);
+    }
+    let db = builder.with_storage(storage.clone(), true, None)?;
     Ok((storage, db))
 }
 

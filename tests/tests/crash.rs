@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use cairn_engine::{Database, Durability, Error};
-use cairn_tests::{on_faulty_store, on_faulty_store_with_log, open_image, scale, seed};
+use cairn_tests::{on_faulty_store_sized, open_image, scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -64,11 +64,11 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
     // (Their first runs found an owned leaf, emptied and given a key of its old key's
     // length, searched with the old key's bytes: leaves out of order, one life in 16,000.)
     let small_log = rng.random_bool(0.5);
-    let (storage, db) = if small_log {
-        on_faulty_store_with_log(seed, 16 << 10)?
-    } else {
-        on_faulty_store(seed)?
-    };
+    // A quarter of the lives get the default page size (4 KiB: wider leaves, values
+    // inline up to a larger size), the others 1 KiB pages (deeper trees for the keys).
+    let page_size = if rng.random_bool(0.25) { 4096 } else { 1024 };
+    let log = small_log.then_some(16 * page_size as u64);
+    let (storage, db) = on_faulty_store_sized(seed, page_size, log)?;
     storage.lie_about_syncs(lie);
     let mut w = db.begin_write()?;
     w.create_table("t")?;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use cairn_engine::{Batch, Database, Durability, Error};
-use cairn_tests::{on_faulty_store, on_faulty_store_with_log, open_image, scale, seed};
+use cairn_tests::{on_faulty_store_sized, open_image, scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -104,11 +104,11 @@ struct Tally {
 /// the problems found (none is the only pass).
 fn life(seed: u64, tally: &mut Tally) -> Result<Vec<String>, Error> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let (storage, db) = if rng.random_bool(0.5) {
-        on_faulty_store_with_log(seed, 16 << 10)?
-    } else {
-        on_faulty_store(seed)?
-    };
+    // Half the lives get the smallest log, a quarter the default page size (4 KiB).
+    let small_log = rng.random_bool(0.5);
+    let page_size = if rng.random_bool(0.25) { 4096 } else { 1024 };
+    let log = small_log.then_some(16 * page_size as u64);
+    let (storage, db) = on_faulty_store_sized(seed, page_size, log)?;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.set_durability(Durability::Immediate);
