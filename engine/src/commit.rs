@@ -55,7 +55,7 @@ const MAX_WAITING_LOGGED: u64 = 4096;
 /// for the disk where a sync is more: durable puts of one 32 KiB value took 175–184 µs
 /// logged against 251–272 µs synced, 64 KiB 205–212 against 273–319, 128 KiB 258–296
 /// against 292–361 (docs/benchmark-history.md, twenty-ninth session).
-const ALWAYS_LOGGED_RECORD: u64 = 128 << 10;
+pub(crate) const ALWAYS_LOGGED_RECORD: u64 = 128 << 10;
 const MIN_PAGES_PER_RECORD_BYTE: u64 = 2;
 
 /// The most pages at the end of the file a logged commit looks at to see whether a sync

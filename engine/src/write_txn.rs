@@ -104,6 +104,13 @@ impl WriteTxn {
         op: LogOp<'_>,
         change: impl FnOnce(&mut WriteTxn) -> Result<T>,
     ) -> Result<T> {
+        // A durable commit whose record will be too large to log syncs its pages: the
+        // overflow runs this change writes go to the disk's write-back at once.
+        self.dirty.write_back.on = self.durability == Durability::Immediate
+            && self.ops.as_ref().is_none_or(|ops| {
+                (ops.payload().len() + op.encoded_len()) as u64
+                    > crate::commit::ALWAYS_LOGGED_RECORD
+            });
         let out = change(self);
         let keep = out.is_ok() && self.ops.as_mut().is_some_and(|ops| ops.record(table, op));
         if !keep {

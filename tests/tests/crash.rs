@@ -45,7 +45,11 @@ fn change(
         t.remove(&key)?;
         state.remove(&key);
     } else {
-        let len = if rng.random_bool(0.05) {
+        let len = if rng.random_bool(0.003) {
+            // A value whose record is too large to log: a durable commit then syncs, and
+            // its run goes to the disk's write-back in pieces as it is written.
+            rng.random_range(130_000..400_000)
+        } else if rng.random_bool(0.05) {
             rng.random_range(600..5000)
         } else {
             rng.random_range(0..80)

@@ -19,6 +19,8 @@ pub(crate) struct Dirty {
     pub overflow: FxHashMap<u64, Run>,
     /// Where new overflow runs are written as they are made (none: the commit writes them).
     pub storage: Option<Arc<dyn Storage>>,
+    /// How they are written there.
+    pub write_back: super::EarlyWriteBack,
 }
 
 /// A new overflow run.

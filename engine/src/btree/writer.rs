@@ -139,7 +139,8 @@ impl TreeWriter<'_> {
                 let written = crate::commit::grow(storage.as_ref(), (page + pages) * p, p)
                     .and_then(|()| {
                         let bufs = [&header[..], value, &ZERO_PAGE[..pad]];
-                        Ok(storage.write_vectored(page * p, &bufs)?)
+                        let write_back = &mut self.dirty.write_back;
+                        Ok(write_back.write(storage.as_ref(), page * p, &bufs)?)
                     });
                 if let Err(e) = written {
                     for q in page..page + pages {

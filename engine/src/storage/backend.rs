@@ -66,6 +66,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Any I/O error of the operating system; the writes may or may not be durable.
     fn sync(&self) -> io::Result<()>;
 
+    /// Asks the backend to start writing `len` bytes at `offset` to the disk now, without
+    /// waiting: a hint that a sync will follow soon, so that the disk works while the
+    /// caller goes on (the default does nothing). It makes nothing durable.
+    fn start_write_back(&self, _offset: u64, _len: u64) {}
+
     /// Writes `data` at `offset` and makes that write durable before returning, without
     /// making other writes durable (for the commit log: the file's other unsynced pages stay
     /// unsynced). The default writes, then syncs everything.

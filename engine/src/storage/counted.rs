@@ -50,6 +50,9 @@ impl Storage for Counted {
         self.wrote(bufs.iter().map(|b| b.len()).sum());
         Ok(())
     }
+    fn start_write_back(&self, offset: u64, len: u64) {
+        self.inner.start_write_back(offset, len);
+    }
     fn sync(&self) -> io::Result<()> {
         self.inner.sync()?;
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);

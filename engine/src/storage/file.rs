@@ -209,6 +209,16 @@ impl Storage for FileStorage {
         self.file.sync_data()
     }
 
+    /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: the kernel starts writing the range's
+    /// dirty pages back and returns. (Its error, if any, is left to the sync that follows,
+    /// which reports a failed write-back.)
+    fn start_write_back(&self, offset: u64, len: u64) {
+        #[cfg(target_os = "linux")]
+        super::write_back::start(&self.file, offset, len);
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
+    }
+
     fn durable_writes(&self) -> bool {
         self.dsync.is_some()
     }

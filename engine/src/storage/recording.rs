@@ -1,4 +1,5 @@
-//! For tests: memory that records the reads and vectored writes that reach it.
+//! For tests: memory that records the reads, vectored writes and write-back hints that
+//! reach it.
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,6 +12,10 @@ pub(crate) struct Recording {
     memory: MemoryStorage,
     reads: Mutex<Vec<(u64, u64)>>,
     vectored: Mutex<Vec<(u64, u64)>>,
+    write_backs: Mutex<Vec<(u64, u64)>>,
+    /// Whether it says its durable writes sync only their range (a database on it keeps a
+    /// commit log then).
+    pub durable_writes: bool,
 }
 
 impl Recording {
@@ -19,12 +24,22 @@ impl Recording {
             memory: MemoryStorage::new()?,
             reads: Mutex::default(),
             vectored: Mutex::default(),
+            write_backs: Mutex::default(),
+            durable_writes: false,
         })
     }
 
     /// The reads so far.
     pub fn reads(&self) -> Vec<(u64, u64)> {
         self.reads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The ranges handed to write-back so far.
+    pub fn write_backs(&self) -> Vec<(u64, u64)> {
+        self.write_backs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -56,6 +71,16 @@ impl Storage for Recording {
         let mut calls = self.vectored.lock().unwrap_or_else(PoisonError::into_inner);
         calls.push((offset, len));
         self.memory.write_vectored(offset, bufs)
+    }
+    fn durable_writes(&self) -> bool {
+        self.durable_writes
+    }
+    fn start_write_back(&self, offset: u64, len: u64) {
+        let mut calls = self
+            .write_backs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        calls.push((offset, len));
     }
     fn sync(&self) -> io::Result<()> {
         self.memory.sync()
