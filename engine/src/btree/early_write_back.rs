@@ -1,10 +1,10 @@
 //! Overflow runs handed to the disk's write-back as they are written, when the commit
 //! will sync them anyway: the disk then takes a large value while the writer is still
 //! copying the rest of it (or the next values), instead of all of it at the commit's
-//! sync. One durable transaction per 1 MiB value ran 16–20 % faster, 32 MiB of 100 KiB
-//! or 1 MiB values in one durable transaction 1.5–1.8× faster (docs/benchmark-history.md,
+//! sync. One durable transaction per 1 MiB value ran 15–19 % faster, 32 MiB of 10 KiB to
+//! 1 MiB values in one durable transaction 1.35–1.9× faster (docs/benchmark-history.md,
 //! thirtieth session). Not for a commit that logs: write-back beside its record's write
-//! slowed durable puts of 128 KiB values by a tenth.
+//! slowed durable puts of logged 128 KiB values by a tenth.
 
 use std::io;
 use std::ops::Range;
