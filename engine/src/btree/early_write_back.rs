@@ -3,8 +3,10 @@
 //! copying the rest of it (or the next values), instead of all of it at the commit's
 //! sync. One durable transaction per 1 MiB value ran 15–19 % faster, 32 MiB of 10 KiB to
 //! 1 MiB values in one durable transaction 1.35–1.9× faster (docs/benchmark-history.md,
-//! thirtieth session). Not for a commit that logs: write-back beside its record's write
-//! slowed durable puts of logged 128 KiB values by a tenth.
+//! thirtieth session). Only for a commit that will sync: an Eventual one leaves its pages
+//! for a later sync (or the kernel's own write-back), and one that logs holds at most
+//! 128 KiB of values, less than a piece. (Pieces of 64 KiB made durable puts of 128 KiB
+//! values a tenth slower; 256 and 512 KiB gained less than 128 KiB on 1 MiB values.)
 
 use std::io;
 use std::ops::Range;
