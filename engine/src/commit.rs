@@ -283,6 +283,7 @@ impl WriteTxn {
             page_size,
             per_write,
             verified: &verified,
+            write_back: durable,
             slot_at: slot_index as u64 * p + SLOT_OFFSET as u64,
             slot: slot.encode(),
         };

@@ -14,7 +14,7 @@ mod remove;
 mod writer;
 
 pub(crate) use cursor::RangeIter;
-pub(crate) use early_write_back::EarlyWriteBack;
+pub(crate) use early_write_back::{EarlyWriteBack, PIECE};
 pub(crate) use insert::Tail;
 pub(crate) use node::{BranchNode, BranchView, LeafNode, LeafView, Node, NodeView, Value};
 pub(crate) use pages::{Dirty, Pages, Run};

@@ -2,6 +2,7 @@
 //! the commit is scattered, and which of them share the storage's blocks with the commit
 //! log (those are written before the log's record is submitted).
 
+use crate::btree::PIECE;
 use crate::format::{SLOT_LEN, ZERO_PAGE};
 use crate::pager::VerifiedSet;
 use crate::storage::Storage;
@@ -42,17 +43,22 @@ pub(super) fn pages_per_write(out: &[(u64, Box<[u8]>)], page_size: usize) -> usi
 /// Writes `out`'s pages (sorted by page), up to `max_pages` adjacent ones coalesced into
 /// one write (a buffer longer than a page counts as its pages, and is never split), and
 /// marks each as not yet verified. Runs shorter than their pages are padded with zeros up
-/// to the next page written.
+/// to the next page written. With `write_back` (the commit syncs next), every
+/// [`PIECE`] bytes written are handed to the disk's write-back, so that the disk works
+/// while the rest is copied (see `btree/early_write_back.rs`).
 pub(super) fn write_pages(
     storage: &dyn Storage,
     out: &[(u64, Box<[u8]>)],
     page_size: usize,
     max_pages: usize,
     verified: &VerifiedSet,
+    write_back: bool,
 ) -> std::io::Result<()> {
     let p = page_size as u64;
     let mut i = 0;
     let mut bufs: Vec<&[u8]> = Vec::new();
+    // The bytes written since the last hand-over, and where the first and last of them lie.
+    let (mut since, mut lo, mut hi) = (0u64, u64::MAX, 0u64);
     while i < out.len() {
         let first = out[i].0;
         let (mut next, mut pages, mut written) = (first, 0, 0);
@@ -75,6 +81,14 @@ pub(super) fn write_pages(
         for page in first..next {
             verified.remove(page);
         }
+        if write_back {
+            since += (next - first) * p;
+            (lo, hi) = (lo.min(first * p), hi.max(next * p));
+            if since >= PIECE {
+                storage.start_write_back(lo, hi - lo);
+                (since, lo, hi) = (0, u64::MAX, 0);
+            }
+        }
         i = j;
     }
     Ok(())
@@ -89,6 +103,8 @@ pub(super) struct Written<'a> {
     pub per_write: usize,
     /// The set the written pages leave (they are verified again when read).
     pub verified: &'a VerifiedSet,
+    /// Whether the pages go to the disk's write-back as they are written (the commit syncs).
+    pub write_back: bool,
     /// Where the slot goes, and its bytes.
     pub slot_at: u64,
     pub slot: [u8; SLOT_LEN],
@@ -103,6 +119,7 @@ impl Written<'_> {
             self.page_size,
             self.per_write,
             self.verified,
+            self.write_back,
         )
     }
 
@@ -143,6 +160,38 @@ mod tests {
     use crate::pager::VerifiedSet;
     use crate::storage::{Recording, Storage};
 
+    /// A commit that syncs next hands every `PIECE` bytes of pages it writes to the disk's
+    /// write-back, with the range of the file they lie in; one that does not, none.
+    #[test]
+    fn a_commit_that_syncs_hands_its_pages_to_write_back_as_it_writes_them() -> CairnResult<()> {
+        const P: usize = 4096;
+        let pieces = (crate::btree::PIECE / P as u64) as usize;
+        // Scattered pages (one write each): every other page from 10 on, 2.5 pieces' worth.
+        let out: Vec<(u64, Box<[u8]>)> = (0..pieces * 5 / 2)
+            .map(|i| (10 + 2 * i as u64, vec![1u8; P].into_boxed_slice()))
+            .collect();
+        for write_back in [false, true] {
+            let storage = Recording::new()?;
+            storage.resize(4 << 20)?;
+            let verified = VerifiedSet::with_capacity(1024);
+            super::write_pages(&storage, &out, P, 1, &verified, write_back)?;
+            let hints = storage.write_backs();
+            if !write_back {
+                assert!(hints.is_empty());
+                continue;
+            }
+            let page = |i: usize| out[i].0 * P as u64;
+            assert_eq!(
+                hints,
+                [
+                    (page(0), page(pieces - 1) + P as u64 - page(0)),
+                    (page(pieces), page(2 * pieces - 1) + P as u64 - page(pieces)),
+                ]
+            );
+        }
+        Ok(())
+    }
+
     /// A scattered commit writes each page alone, its long run too; a commit of long runs
     /// joins adjacent pages; a buffer of several pages counts as its pages and goes whole.
     #[test]
@@ -157,7 +206,7 @@ mod tests {
                 verified.insert(*id);
             }
             let per_write = super::pages_per_write(out, P);
-            super::write_pages(&storage, out, P, per_write, &verified)?;
+            super::write_pages(&storage, out, P, per_write, &verified, false)?;
             for (id, bytes) in out {
                 let mut back = vec![0u8; bytes.len()];
                 storage.read(id * P as u64, &mut back)?;
