@@ -216,6 +216,7 @@ impl WriteTxn {
         // and so does an Eventual one past a lower bound, so that the file does not grow
         // without end.
         let len = storage.len();
+        let log = ws.log.pages * p;
         let used = self.freelist.page_count * p;
         let growth = used.saturating_sub(len) / p;
         let freed_earlier =
@@ -223,14 +224,14 @@ impl WriteTxn {
         let max_waiting = MAX_WAITING_LOGGED.min(self.freelist.page_count / 2);
         logged &= waiting <= max_waiting
             && (growth == 0 || growth > freed_earlier)
-            && !tail_to_cut(len, used, p);
+            && !tail_to_cut(len, used, p, log);
         // Nor one after which a sync would let the file shrink: the pages at its end wait
         // (a file that lost data at its end). The scan stops at the first page in use, at
         // the first count of pages that would make the tail worth cutting, and after
         // [`MAX_TAIL_SCAN`] pages: that many waiting at the end sync the file too, after
         // which they are free, leave `page_count`, and are not scanned again.
         if logged {
-            let limit = pages_to_cut(len, used, p).min(MAX_TAIL_SCAN);
+            let limit = pages_to_cut(len, used, p, log).min(MAX_TAIL_SCAN);
             logged = self.freelist.unused_tail(limit) < limit;
         }
         let (freelist_page, freelist_crc, freelist_bytes) = if logged {
@@ -249,7 +250,7 @@ impl WriteTxn {
         //    past the end, taking the durable commit in the other slot.
         let page_count = self.freelist.page_count;
         let needed = page_count * p;
-        grow(storage, needed, p)?;
+        grow(storage, needed, p, log)?;
         let durable =
             !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
 
@@ -317,7 +318,7 @@ impl WriteTxn {
             // long tail of unused space back, keeping 16 pages (compaction keeps nothing).
             if self.compacting && storage.len() > page_count * p {
                 storage.resize(page_count * p)?;
-            } else if tail_to_cut(storage.len(), page_count * p, p) {
+            } else if tail_to_cut(storage.len(), page_count * p, p, log) {
                 let keep = (page_count + MIN_GROWTH_PAGES) * p;
                 storage.resize(keep)?;
             }

@@ -78,6 +78,7 @@ impl WriteTxn {
         freelist.begin();
         let catalog = base.slot.catalog;
         let storage = inner.storage.clone();
+        let log_bytes = ws.log.pages * inner.page_size as u64;
         Ok(WriteTxn {
             txid: ws.next_txid,
             durability: inner.durability,
@@ -86,6 +87,7 @@ impl WriteTxn {
             base,
             dirty: Dirty {
                 storage: Some(storage),
+                log_bytes,
                 ..Dirty::default()
             },
             freelist,

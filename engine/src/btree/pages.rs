@@ -21,6 +21,8 @@ pub(crate) struct Dirty {
     pub storage: Option<Arc<dyn Storage>>,
     /// How they are written there.
     pub write_back: super::EarlyWriteBack,
+    /// The bytes of the file's commit log, which its growth leaves out.
+    pub log_bytes: u64,
 }
 
 /// A new overflow run.

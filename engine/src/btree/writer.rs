@@ -136,7 +136,8 @@ impl TreeWriter<'_> {
             Some(storage) => {
                 let p = self.page_size() as u64;
                 let pad = (pages * p) as usize - OVERFLOW_HEADER - value.len();
-                let written = crate::commit::grow(storage.as_ref(), (page + pages) * p, p)
+                let log = self.dirty.log_bytes;
+                let written = crate::commit::grow(storage.as_ref(), (page + pages) * p, p, log)
                     .and_then(|()| {
                         let bufs = [&header[..], value, &ZERO_PAGE[..pad]];
                         let write_back = &mut self.dirty.write_back;
