@@ -159,11 +159,28 @@ impl<'w> RowWriter<'w> {
 
     pub fn finish(self) -> io::Result<()> {
         match (self.mode, self.table) {
-            (Mode::Table, Some(t)) if self.rows > 0 => writeln!(self.out, "{t}"),
+            (Mode::Table, Some(mut t)) if self.rows > 0 => {
+                fit(&mut t);
+                writeln!(self.out, "{t}")
+            }
             (Mode::Json, _) if self.rows > 0 => writeln!(self.out, "\n]"),
             (Mode::Json, _) => writeln!(self.out, "]"),
             _ => Ok(()),
         }
+    }
+}
+
+/// Terminals narrower than this many columns get the table at its natural width: fitted
+/// to them, each column would be a character or two wide and every cell broken over many
+/// lines.
+const MIN_FITTED_WIDTH: u16 = 20;
+
+/// Fits `t` to the terminal's width, unless the terminal is narrower than
+/// [`MIN_FITTED_WIDTH`] or reports no width at all (0 columns: a pseudo-terminal nobody
+/// gave a size, as some remote sessions and editors' shells leave it).
+fn fit(t: &mut Table) {
+    if t.width().is_some_and(|w| w < MIN_FITTED_WIDTH) {
+        t.set_content_arrangement(ContentArrangement::Disabled);
     }
 }
 
@@ -181,6 +198,33 @@ mod tests {
         }
         w.finish().unwrap_or_else(|e| panic!("{e}"));
         String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// The table as [`RowWriter::finish`] prints it on a terminal `width` columns wide.
+    fn table_at(width: u16) -> String {
+        let mut t = Table::new();
+        t.load_style(presets::UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_header(["key", "value"])
+            .add_row(["apple", "a long value that needs some room"])
+            .set_width(width);
+        fit(&mut t);
+        t.to_string()
+    }
+
+    #[test]
+    fn a_terminal_without_a_width_gets_the_table_at_its_natural_width() {
+        let natural = table_at(u16::MAX);
+        assert!(
+            natural.contains("│ apple ┆ a long value that needs some room │"),
+            "{natural}"
+        );
+        assert_eq!(table_at(0), natural);
+        assert_eq!(table_at(MIN_FITTED_WIDTH - 1), natural);
+        // A terminal wide enough to fit, but narrower than the table, gets it fitted.
+        let fitted = table_at(30);
+        assert!(fitted.lines().all(|l| l.chars().count() <= 30), "{fitted}");
+        assert!(fitted.contains("│ apple ┆"), "{fitted}");
     }
 
     #[test]
