@@ -35,34 +35,48 @@ impl Completer for CairnHelper {
         pos: usize,
         _: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
-        let before = &line[..pos];
-        let start = before
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-            .map_or(0, |i| i + 1);
-        let word = &before[start..];
-        let lower = word.chars().all(|c| !c.is_ascii_uppercase());
-        let mut out: Vec<Pair> = Vec::new();
-        let mut offer = |candidate: &str, keep_case: bool| {
-            if candidate.len() >= word.len() && candidate[..word.len()].eq_ignore_ascii_case(word) {
-                let replacement = if lower && !keep_case {
-                    candidate.to_ascii_lowercase()
-                } else {
-                    candidate.to_owned()
-                };
-                out.push(Pair {
-                    display: candidate.to_owned(),
-                    replacement,
-                });
-            }
-        };
-        if word.starts_with('.') {
-            crate::dot::COMMANDS.iter().for_each(|c| offer(c, true));
-        } else if !word.is_empty() {
-            KEYWORDS.iter().for_each(|k| offer(k, false));
-            self.tables.borrow().iter().for_each(|t| offer(t, true));
-        }
-        Ok((start, out))
+        Ok(candidates(line, pos, &self.tables.borrow()))
     }
+}
+
+/// What the word before `pos` in `line` may complete to: a dot-command, or a keyword or
+/// one of `tables` (keywords in the case the word is typed in); and where the word starts.
+/// A word that has one completion gets a space after it too, unless one follows already.
+fn candidates(line: &str, pos: usize, tables: &[String]) -> (usize, Vec<Pair>) {
+    let before = line.get(..pos).unwrap_or(line);
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .map_or(0, |i| i + 1);
+    let word = &before[start..];
+    let lower = word.chars().all(|c| !c.is_ascii_uppercase());
+    let mut out: Vec<Pair> = Vec::new();
+    let mut offer = |candidate: &str, keep_case: bool| {
+        if candidate.len() >= word.len() && candidate[..word.len()].eq_ignore_ascii_case(word) {
+            let replacement = if lower && !keep_case {
+                candidate.to_ascii_lowercase()
+            } else {
+                candidate.to_owned()
+            };
+            out.push(Pair {
+                display: candidate.to_owned(),
+                replacement,
+            });
+        }
+    };
+    if word.starts_with('.') {
+        crate::dot::COMMANDS.iter().for_each(|c| offer(c, true));
+    } else if !word.is_empty() {
+        KEYWORDS.iter().for_each(|k| offer(k, false));
+        tables.iter().for_each(|t| offer(t, true));
+    }
+    let spaced = line[before.len()..].starts_with(char::is_whitespace);
+    if let [only] = &mut out[..]
+        && !spaced
+        && !only.replacement.ends_with('\'')
+    {
+        only.replacement.push(' ');
+    }
+    (start, out)
 }
 
 impl Validator for CairnHelper {
@@ -162,4 +176,52 @@ pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
     }
     io::stdout().flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::candidates;
+
+    fn complete(line: &str, tables: &[&str]) -> (usize, Vec<String>) {
+        let tables: Vec<String> = tables.iter().map(|t| (*t).to_owned()).collect();
+        let (start, pairs) = candidates(line, line.len(), &tables);
+        (start, pairs.into_iter().map(|p| p.replacement).collect())
+    }
+
+    #[test]
+    fn keywords_complete_in_the_case_typed_and_one_completion_gets_a_space() {
+        assert_eq!(complete("US", &[]), (0, vec!["USE ".to_owned()]));
+        assert_eq!(complete("sc", &[]), (0, vec!["scan ".to_owned()]));
+        assert_eq!(
+            complete("PUT 1 2; del", &[]),
+            (9, vec!["delete ".to_owned()])
+        );
+        // Two completions: no space, the editor shows both.
+        assert_eq!(
+            complete("TAB", &[]),
+            (0, vec!["TABLE".to_owned(), "TABLES".to_owned()])
+        );
+        assert_eq!(complete("zzz", &[]), (0, vec![]));
+        assert_eq!(complete("", &[]), (0, vec![]));
+    }
+
+    #[test]
+    fn table_names_complete_as_they_are_spelt() {
+        assert_eq!(
+            complete("use Fr", &["Fruit", "veg"]),
+            (4, vec!["Fruit ".to_owned()])
+        );
+        assert_eq!(
+            complete("USE v", &["Fruit", "veg"]),
+            (4, vec!["veg ".to_owned()])
+        );
+    }
+
+    #[test]
+    fn dot_commands_complete_and_a_following_space_is_not_doubled() {
+        assert_eq!(complete(".ti", &[]), (0, vec![".timer ".to_owned()]));
+        let (start, pairs) = candidates(".ti on", 3, &[]);
+        let got: Vec<String> = pairs.into_iter().map(|p| p.replacement).collect();
+        assert_eq!((start, got), (0, vec![".timer".to_owned()]));
+    }
 }
