@@ -101,6 +101,8 @@ impl PError<'_> {
 type Res<'a, T> = IResult<&'a str, T, PError<'a>>;
 
 const STATEMENT: &str = "a statement (PUT, GET, DELETE, SCAN, COUNT, BEGIN, COMMIT, ROLLBACK, USE, CREATE, DROP or TABLES)";
+const DOT_COMMAND: &str =
+    "a statement; a dot-command (.read, .mode, ...) goes on a line of its own";
 const LITERAL: &str = "a quoted string, x'..' or an integer";
 
 fn failure<'a, T>(at: &'a str, expected: &'static str) -> Res<'a, T> {
@@ -430,7 +432,21 @@ fn table_stmt(
 fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
         let Ok((rest, verb)) = word(i) else {
-            return failure(ws(i)?.0, STATEMENT);
+            let (at, ()) = ws(i)?;
+            if at.starts_with('.') && at[1..].starts_with(|c: char| c.is_ascii_alphabetic()) {
+                // The shell's dot-commands are lines of their own, not statements.
+                let name: String = at
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '_')
+                    .take(32)
+                    .collect();
+                let message = format!(
+                    "expected a statement, found the dot-command {name}: a dot-command goes on \
+                     a line of its own"
+                );
+                return failure_msg(at, message);
+            }
+            return failure(at, STATEMENT);
         };
         match verb.to_ascii_uppercase().as_str() {
             "PUT" => put_stmt(limits)(rest),

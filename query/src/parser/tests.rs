@@ -164,6 +164,12 @@ fn separators_comments_and_spans() {
 fn each_error_class_reports_its_position() {
     let cases: &[(&str, (usize, usize), &str)] = &[
         ("FOO 'a'", (1, 1), "expected a statement"),
+        (
+            "GET 1; .mode csv",
+            (1, 8),
+            "found the dot-command .mode: a dot-command goes on a line of its own",
+        ),
+        ("GET 1;  .5", (1, 9), "expected a statement (PUT"),
         ("GET", (1, 4), "expected a key"),
         ("PUT 'a'", (1, 8), "expected a value"),
         ("PUT 'a' b", (1, 9), "expected a value"),
