@@ -101,8 +101,6 @@ impl PError<'_> {
 type Res<'a, T> = IResult<&'a str, T, PError<'a>>;
 
 const STATEMENT: &str = "a statement (PUT, GET, DELETE, SCAN, COUNT, BEGIN, COMMIT, ROLLBACK, USE, CREATE, DROP or TABLES)";
-const DOT_COMMAND: &str =
-    "a statement; a dot-command (.read, .mode, ...) goes on a line of its own";
 const LITERAL: &str = "a quoted string, x'..' or an integer";
 
 fn failure<'a, T>(at: &'a str, expected: &'static str) -> Res<'a, T> {
