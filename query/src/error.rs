@@ -79,4 +79,8 @@ pub enum ExecError {
     /// `COMMIT` or `ROLLBACK` outside a transaction.
     #[error("no transaction is open")]
     NoTransaction,
+    /// The session's interrupt flag was raised while the statement produced rows (Ctrl-C
+    /// in the shell): the rows before it were produced, the rest were not.
+    #[error("interrupted")]
+    Interrupted,
 }

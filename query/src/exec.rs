@@ -6,6 +6,8 @@
 //! transaction and sees its writes; a statement that fails leaves it open and unchanged.
 
 use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cairn_engine::{Batch, Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn};
 
@@ -91,12 +93,18 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     Some(end)
 }
 
-/// Runs `f` over the rows of `range` in `t`, forward or reverse, at most `limit` of them.
+/// How many rows a statement produces between looks at its session's interrupt flag.
+const ROWS_PER_LOOK: u64 = 256;
+
+/// Runs `f` over the rows of `range` in `t`, forward or reverse, at most `limit` of them;
+/// stops with [`ExecError::Interrupted`] when `interrupt` is raised (looked at before the
+/// first row and every [`ROWS_PER_LOOK`] rows).
 fn for_each_row(
     t: &dyn Reader,
     range: &KeyRange,
     reverse: bool,
     limit: Option<u64>,
+    interrupt: &AtomicBool,
     f: &mut dyn FnMut(&[u8], &[u8]),
 ) -> Result<u64> {
     let start = range.start.as_ref().map(|l| l.bytes());
@@ -127,6 +135,9 @@ fn for_each_row(
     };
     let mut n = 0;
     for row in rows.take(usize::try_from(limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX)) {
+        if n % ROWS_PER_LOOK == 0 && interrupt.load(Ordering::Relaxed) {
+            return Err(ExecError::Interrupted);
+        }
         let (k, v) = row?;
         f(k, v);
         n += 1;
@@ -141,6 +152,8 @@ pub struct Session {
     db: Database,
     table: String,
     txn: Option<WriteTxn>,
+    /// Raised from elsewhere (a signal handler) to stop a statement that produces rows.
+    interrupt: Arc<AtomicBool>,
 }
 
 impl Session {
@@ -161,7 +174,21 @@ impl Session {
             db,
             table: DEFAULT_TABLE.to_owned(),
             txn: None,
+            interrupt: Arc::default(),
         })
+    }
+
+    /// The flag that interrupts this session's statements: while it is raised, a `SCAN`
+    /// or `COUNT` over a range stops within a few hundred rows with
+    /// [`ExecError::Interrupted`] (statements that write are never cut short). Whoever
+    /// raises it lowers it again.
+    pub fn interrupt_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.interrupt)
+    }
+
+    /// Makes `flag` the one that interrupts this session's statements.
+    pub fn set_interrupt_flag(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = flag;
     }
 
     /// The database.
@@ -228,23 +255,23 @@ impl Session {
                 range,
                 reverse,
                 limit,
-            } => self.read(|t| {
-                Ok(Outcome::Rows(for_each_row(
-                    t, range, *reverse, *limit, sink,
-                )?))
-            }),
-            Statement::Count { range } => self.read(|t| {
-                if *range == KeyRange::default() {
-                    return Ok(Outcome::Count(t.len()));
-                }
-                Ok(Outcome::Count(for_each_row(
-                    t,
-                    range,
-                    false,
-                    None,
-                    &mut |_, _| {},
-                )?))
-            }),
+            } => {
+                let interrupt = Arc::clone(&self.interrupt);
+                self.read(|t| {
+                    let n = for_each_row(t, range, *reverse, *limit, &interrupt, sink)?;
+                    Ok(Outcome::Rows(n))
+                })
+            }
+            Statement::Count { range } => {
+                let interrupt = Arc::clone(&self.interrupt);
+                self.read(|t| {
+                    if *range == KeyRange::default() {
+                        return Ok(Outcome::Count(t.len()));
+                    }
+                    let n = for_each_row(t, range, false, None, &interrupt, &mut |_, _| {})?;
+                    Ok(Outcome::Count(n))
+                })
+            }
             Statement::Begin => {
                 if self.txn.is_some() {
                     return Err(ExecError::AlreadyInTransaction);
@@ -305,7 +332,7 @@ impl Session {
     /// own through the engine's group commit (so that sessions on several threads share
     /// syncs).
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<bool> {
-        let Session { db, table, txn } = self;
+        let Session { db, table, txn, .. } = self;
         if let Some(txn) = txn {
             let mut t = txn.open_table(table)?;
             return Ok(match value {
@@ -345,5 +372,66 @@ mod tests {
         assert_eq!(prefix_end(&[1, 0xff, 0xff]), Some(vec![2]));
         assert_eq!(prefix_end(&[0xff]), None);
         assert_eq!(prefix_end(b""), None);
+    }
+}
+
+#[cfg(test)]
+mod interrupt_tests {
+    use std::sync::atomic::Ordering;
+
+    use super::{ExecError, Outcome, Session};
+    use crate::ast::Statement;
+    use crate::parser::parse_script;
+
+    fn statement(src: &str) -> Statement {
+        let mut script = parse_script(src);
+        assert!(script.errors.is_empty(), "{src}");
+        script.statements.remove(0).statement
+    }
+
+    /// A raised flag stops a scan and a ranged count (inside a transaction too, which
+    /// stays open and keeps its writes); lowered, they run to the end. Writes and the
+    /// whole-table count do not look at it.
+    #[test]
+    fn a_raised_interrupt_flag_stops_scans_and_counts_but_not_writes() -> Result<(), ExecError> {
+        let mut s = Session::new(cairn_engine::Database::in_memory()?)?;
+        let flag = s.interrupt_flag();
+        s.run(&statement("BEGIN"), &mut |_, _| {})?;
+        for i in 0..1000 {
+            s.run(&statement(&format!("PUT {i} {i}")), &mut |_, _| {})?;
+        }
+        flag.store(true, Ordering::Relaxed);
+        let mut rows = 0;
+        let scan = s.run(&statement("SCAN"), &mut |_, _| rows += 1);
+        assert!(matches!(scan, Err(ExecError::Interrupted)), "{scan:?}");
+        assert_eq!(rows, 0);
+        let count = s.run(&statement("COUNT 0 500"), &mut |_, _| {});
+        assert!(matches!(count, Err(ExecError::Interrupted)), "{count:?}");
+        assert_eq!(
+            s.run(&statement("COUNT"), &mut |_, _| {})?,
+            Outcome::Count(1000)
+        );
+        s.run(&statement("PUT 1000 1"), &mut |_, _| {})?;
+        assert!(s.in_transaction());
+        // Raised part-way: the rows before the next look are produced, no more.
+        flag.store(false, Ordering::Relaxed);
+        let mut rows = 0;
+        let scan = s.run(&statement("SCAN"), &mut |_, _| {
+            rows += 1;
+            if rows == 300 {
+                flag.store(true, Ordering::Relaxed);
+            }
+        });
+        assert!(matches!(scan, Err(ExecError::Interrupted)), "{scan:?}");
+        assert_eq!(rows, 2 * super::ROWS_PER_LOOK);
+        flag.store(false, Ordering::Relaxed);
+        s.run(&statement("COMMIT"), &mut |_, _| {})?;
+        let mut rows = 0;
+        assert_eq!(
+            s.run(&statement("SCAN"), &mut |_, _| rows += 1)?,
+            Outcome::Rows(1001)
+        );
+        assert_eq!(rows, 1001);
+        Ok(())
     }
 }

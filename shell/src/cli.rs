@@ -28,8 +28,11 @@ Options:
   -h, -help             print this help
   -V, -version          print the version
 
+Ctrl-C stops the running statement (a SCAN, a COUNT, a .dump) and skips the rest of the
+input; pressed again before the shell notices, it ends the shell.
+
 Exit status: 0 when every statement succeeded, 1 when one failed, 2 on bad usage or a
-file that cannot be opened.";
+file that cannot be opened, 130 when a batch was interrupted.";
 
 /// Where statements come from, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]

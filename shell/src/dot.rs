@@ -375,6 +375,7 @@ fn dump(shell: &mut Shell, only: Option<&str>) -> Result<String, String> {
     {
         return Err(format!("no table named {name:?}"));
     }
+    let interrupt = shell.interrupt_flag();
     let out = &mut shell.out;
     let mut write = || -> Result<(), String> {
         let io = |e: io::Error| e.to_string();
@@ -388,6 +389,10 @@ fn dump(shell: &mut Shell, only: Option<&str>) -> Result<String, String> {
             writeln!(out, "USE {name}").map_err(io)?;
             let table = txn.open_table(&info.name).map_err(|e| e.to_string())?;
             for entry in table.iter().map_err(|e| e.to_string())? {
+                if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Left unfinished: no COMMIT, so loading what was printed adds nothing.
+                    return Ok(());
+                }
                 let (k, v) = entry.map_err(|e| e.to_string())?;
                 writeln!(out, "PUT {} {}", literal(k), literal(v)).map_err(io)?;
             }

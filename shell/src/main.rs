@@ -1,7 +1,8 @@
 //! `cairn`: the database shell. Interactive on a terminal, a batch runner otherwise.
 //!
 //! Exit status: 0 when every statement succeeded, 1 when one failed, 2 on bad usage or a
-//! file that cannot be opened. Writing into a closed pipe ends the program quietly with 0.
+//! file that cannot be opened, 130 when a batch was interrupted (Ctrl-C). Writing into a
+//! closed pipe ends the program quietly with 0.
 
 mod bench;
 mod cli;
@@ -99,15 +100,17 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         bail: options.bail,
     };
     let mut shell = Shell::new(session, label, settings);
+    shell.catch_interrupts()?;
+    let mut flow = Flow::Continue;
     if interactive {
         repl::run(&mut shell)?;
     } else if options.sources.is_empty() {
         let mut src = Vec::new();
         io::stdin().read_to_end(&mut src)?;
-        shell.run_script("stdin", &src)?;
+        flow = shell.run_script("stdin", &src)?;
     } else {
         for source in &options.sources {
-            let flow = match source {
+            flow = match source {
                 Source::Text(text) => shell.run_script("-c", text.as_bytes())?,
                 Source::File(path) => match std::fs::read(path) {
                     Ok(src) => shell.run_script(&path.display().to_string(), &src)?,
@@ -117,13 +120,15 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
                     }
                 },
             };
-            if flow == Flow::Quit {
+            if flow != Flow::Continue {
                 break;
             }
         }
     }
     let failed = shell.close()?;
-    Ok(if failed {
+    Ok(if flow == Flow::Interrupted {
+        ExitCode::from(130)
+    } else if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use comfy_table::{ContentArrangement, Table, presets};
 
@@ -64,6 +65,8 @@ pub struct RowWriter<'w> {
     columns: &'static [&'static str],
     rows: u64,
     table: Option<Table>,
+    /// When raised (Ctrl-C), a table stops printing at the next line.
+    interrupt: Option<&'w AtomicBool>,
 }
 
 fn csv_field(s: &str) -> Cow<'_, str> {
@@ -87,6 +90,7 @@ impl<'w> RowWriter<'w> {
             columns,
             rows: 0,
             table: None,
+            interrupt: None,
         };
         match mode {
             Mode::Table => {
@@ -104,6 +108,13 @@ impl<'w> RowWriter<'w> {
             _ => {}
         }
         Ok(w)
+    }
+
+    /// Lets `flag` stop a table's printing part-way (its rows are laid out only at the
+    /// end, and a large one takes a while to print on a terminal).
+    pub fn interruptible(mut self, flag: &'w AtomicBool) -> RowWriter<'w> {
+        self.interrupt = Some(flag);
+        self
     }
 
     pub fn row(&mut self, cells: &[Cell<'_>]) -> io::Result<()> {
@@ -161,7 +172,13 @@ impl<'w> RowWriter<'w> {
         match (self.mode, self.table) {
             (Mode::Table, Some(mut t)) if self.rows > 0 => {
                 fit(&mut t);
-                writeln!(self.out, "{t}")
+                for line in t.lines() {
+                    if self.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+                        break;
+                    }
+                    writeln!(self.out, "{line}")?;
+                }
+                Ok(())
             }
             (Mode::Json, _) if self.rows > 0 => writeln!(self.out, "\n]"),
             (Mode::Json, _) => writeln!(self.out, "]"),

@@ -160,10 +160,13 @@ pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
                     continue;
                 }
                 let _ = editor.add_history_entry(line.as_str());
+                shell.clear_interrupt();
                 let flow = shell.run_script("stdin", line.as_bytes())?;
                 shell.out.flush()?;
-                if flow == Flow::Quit {
-                    break;
+                match flow {
+                    Flow::Quit => break,
+                    Flow::Interrupted => shell.clear_interrupt(),
+                    Flow::Continue => {}
                 }
             }
             Err(ReadlineError::Interrupted) => continue,

@@ -4,11 +4,13 @@
 use std::borrow::Cow;
 use std::io::{self, BufWriter, Stdout, Write};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use cairn_engine::Database;
 use cairn_query::{
-    LexState, Located, Outcome, Session, Statement, display_bytes, parse_bytes, render,
+    ExecError, LexState, Located, Outcome, Session, Statement, display_bytes, parse_bytes, render,
 };
 
 use crate::render::{Cell, Mode, RowWriter};
@@ -19,6 +21,8 @@ use crate::timer::Stamp;
 pub enum Flow {
     Continue,
     Quit,
+    /// Ctrl-C: the rest of the input is not run (the REPL then waits for the next line).
+    Interrupted,
 }
 
 /// Output settings, changed by dot-commands.
@@ -41,6 +45,9 @@ pub struct Shell {
     pub failed: bool,
     /// How many `.read` commands are running inside each other.
     pub reading: usize,
+    /// Raised by Ctrl-C (see [`Shell::catch_interrupts`]); the session's statements look
+    /// at it too.
+    interrupt: Arc<AtomicBool>,
 }
 
 /// Opens `file` (created if missing unless read-only), or a database in memory.
@@ -104,7 +111,9 @@ fn pieces(src: &[u8]) -> Vec<Piece<'_>> {
 }
 
 impl Shell {
-    pub fn new(session: Session, label: String, settings: Settings) -> Shell {
+    pub fn new(mut session: Session, label: String, settings: Settings) -> Shell {
+        let interrupt = Arc::new(AtomicBool::new(false));
+        session.set_interrupt_flag(Arc::clone(&interrupt));
         Shell {
             session,
             label,
@@ -112,7 +121,44 @@ impl Shell {
             out: BufWriter::new(io::stdout()),
             failed: false,
             reading: 0,
+            interrupt,
         }
+    }
+
+    /// Makes Ctrl-C (`SIGINT`) interrupt instead of ending the process: a `SCAN`, a
+    /// `COUNT` or a `.dump` stops within a few hundred rows, and the statements and
+    /// commands after it in the same input are not run. A second Ctrl-C before the
+    /// shell has noticed the first (a long commit, `.compact` or `.check`, which are never
+    /// cut short) ends the process with status 130, rolling back an open transaction.
+    ///
+    /// # Errors
+    /// When the handler cannot be installed.
+    pub fn catch_interrupts(&self) -> io::Result<()> {
+        use signal_hook::consts::SIGINT;
+        signal_hook::flag::register_conditional_shutdown(SIGINT, 130, Arc::clone(&self.interrupt))?;
+        signal_hook::flag::register(SIGINT, Arc::clone(&self.interrupt))?;
+        Ok(())
+    }
+
+    /// Whether Ctrl-C was pressed since [`Shell::clear_interrupt`].
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.load(Ordering::Relaxed)
+    }
+
+    /// Forgets an interrupt that has been dealt with.
+    pub fn clear_interrupt(&self) {
+        self.interrupt.store(false, Ordering::Relaxed);
+    }
+
+    /// The flag Ctrl-C raises, for commands that look at it as they go.
+    pub fn interrupt_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.interrupt)
+    }
+
+    /// Says that script `name` was interrupted.
+    fn report_interrupt(&mut self, name: &str) -> io::Result<Flow> {
+        self.error(&format!("{name}: interrupted"))?;
+        Ok(Flow::Interrupted)
     }
 
     /// Reports an error on standard error (after flushing results, to keep the order).
@@ -131,6 +177,9 @@ impl Shell {
     pub fn run_script(&mut self, name: &str, src: &[u8]) -> io::Result<Flow> {
         let text = String::from_utf8_lossy(src);
         for piece in pieces(src) {
+            if self.interrupted() {
+                return self.report_interrupt(name);
+            }
             let flow = match piece {
                 Piece::Command { start, line } => {
                     let pos = cairn_query::Position::of(&text, start);
@@ -141,9 +190,14 @@ impl Shell {
                     self.run_statements(name, &text, start, chunk)?
                 }
             };
-            if flow == Flow::Quit || (self.failed && self.settings.bail) {
-                return Ok(Flow::Quit);
+            match flow {
+                Flow::Continue if self.failed && self.settings.bail => return Ok(Flow::Quit),
+                Flow::Continue => {}
+                stop => return Ok(stop),
             }
+        }
+        if self.interrupted() {
+            return self.report_interrupt(name);
         }
         Ok(Flow::Continue)
     }
@@ -170,6 +224,9 @@ impl Shell {
                     return Ok(Flow::Quit);
                 }
             }
+            if self.interrupted() {
+                return self.report_interrupt(name);
+            }
         }
         for e in errors {
             self.error(&render(name, full, start + e.offset, &e.message))?;
@@ -189,7 +246,8 @@ impl Shell {
             Statement::Get { .. } | Statement::Scan { .. }
         );
         let outcome = if produces_rows {
-            let mut writer = RowWriter::new(&mut self.out, mode, headers, &["key", "value"])?;
+            let mut writer = RowWriter::new(&mut self.out, mode, headers, &["key", "value"])?
+                .interruptible(&self.interrupt);
             let mut io_error = None;
             let result = self.session.run(&stmt.statement, &mut |k, v| {
                 if io_error.is_none()
@@ -209,6 +267,8 @@ impl Shell {
         };
         let outcome = match outcome {
             Ok(o) => o,
+            // The rows before the interrupt are printed; the caller reports it.
+            Err(ExecError::Interrupted) => return Ok(Ok(())),
             Err(e) => return Ok(Err(e.to_string())),
         };
         match outcome {
@@ -235,7 +295,8 @@ impl Shell {
     /// Replaces the session with one on `file`, rolling back an open transaction.
     pub fn reopen(&mut self, file: Option<&Path>, read_only: bool) -> io::Result<()> {
         match open_session(file, read_only) {
-            Ok((session, label)) => {
+            Ok((mut session, label)) => {
+                session.set_interrupt_flag(Arc::clone(&self.interrupt));
                 let old = std::mem::replace(&mut self.session, session);
                 if old.close() {
                     self.note("rolled back the open transaction")?;
