@@ -180,6 +180,9 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
     }
     // Newest first; of two copies of one commit, the one that knows it is durable.
     slots.sort_by_key(|(s, _)| std::cmp::Reverse((s.txid, s.durable_txid)));
+    // The newest commit a slot names: a writable open that opens an older one (and replays
+    // the log after it) looks for damage in the log when its records stop short of it.
+    let newest = slots.first().map(|(s, _)| s.txid).filter(|_| writable);
     let mut shortest_needed = None;
     for (slot, i) in slots {
         if writable && !slot.records_freelist() {
@@ -208,7 +211,8 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
             .and_then(|free| freelist(&snapshot, free))
             .and_then(|freelist| {
                 let legacy = header.version < LOG_UNITS_VERSION;
-                Ok((freelist, log_tail(storage, &slot, page_size, legacy)?))
+                let tail = log_tail(storage, &slot, page_size, legacy, newest)?;
+                Ok((freelist, tail))
             });
         match accepted {
             Ok((freelist, log)) => {

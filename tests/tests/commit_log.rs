@@ -482,3 +482,78 @@ fn a_slot_naming_an_impossible_log_is_refused() -> Result<(), Error> {
     assert!(txid < u64::MAX);
     Ok(())
 }
+
+/// A writer that died after twenty durable single-put commits (each logged, its record
+/// one unit): the file as the dead process left it, with the first unit of the log's
+/// records and the commit the first of them follows.
+fn died_after_twenty_puts(dir: &std::path::Path) -> Result<(Vec<u8>, usize, u64), Error> {
+    let path = dir.join("died.cairn");
+    let db = Database::create(&path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    for i in 0u32..20 {
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(&i.to_be_bytes(), b"value")?;
+        w.commit()?;
+    }
+    // (Read while the writer holds the file: what its death would leave.)
+    let image = std::fs::read(&path)?;
+    let info = cairn_engine::inspect(&path)?;
+    drop(db);
+    let durable = info
+        .slots
+        .iter()
+        .filter_map(|s| match s {
+            cairn_engine::SlotInfo::Valid {
+                durable_txid,
+                log_page,
+                freelist_page: None,
+                ..
+            } => Some((*log_page, *durable_txid)),
+            _ => None,
+        })
+        .next();
+    let Some((log_page, base)) = durable else {
+        panic!("no logged commit in {:?}", info.slots);
+    };
+    let page_size = info.page_size as usize;
+    Ok((image, log_page as usize * page_size / 512, base))
+}
+
+/// A record of the log damaged before it was applied, followed by records that say it was
+/// durable, makes opening fail with an error naming the log (instead of opening at the
+/// commit before it, without the acknowledged commits after it); the last record damaged
+/// could be a write a power cut tore, and opening drops it.
+#[test]
+fn a_damaged_record_that_later_ones_prove_durable_is_an_error() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let (image, first_unit, base) = died_after_twenty_puts(dir.path())?;
+    let intact = open_image(&image, false)?;
+    assert_eq!(intact.begin_read()?.open_table("t")?.len(), 20);
+    drop(intact);
+    let unit_of = |txid: u64| first_unit + (txid - base - 1) as usize;
+    // The record of the sixth put (the puts are the twenty commits after the base).
+    let mut damaged = image.clone();
+    damaged[unit_of(base + 6) * 512 + 40] ^= 0xff;
+    match open_image(&damaged, false) {
+        Err(e) => {
+            let text = e.to_string();
+            assert!(text.contains("commit log damaged"), "{text}");
+            assert!(
+                text.contains(&format!("commit {} does not verify", base + 6)),
+                "{text}"
+            );
+        }
+        Ok(db) => panic!(
+            "opened with {} keys",
+            db.begin_read()?.open_table("t")?.len()
+        ),
+    }
+    // The last record: dropped, as a torn write would be.
+    let mut damaged = image.clone();
+    damaged[unit_of(base + 20) * 512 + 40] ^= 0xff;
+    let db = open_image(&damaged, false)?;
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 19);
+    Ok(())
+}

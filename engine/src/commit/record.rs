@@ -23,10 +23,13 @@ impl Record<'_> {
     /// Encodes the record where the log's head is: its offset in the file and its bytes.
     fn encode(&self, written: &Written<'_>, log: &LogState) -> (u64, Vec<u8>) {
         let at = log.page * written.page_size as u64 + log.head * LOG_UNIT as u64;
+        // (What completed writes made durable: recovery takes a broken record that a
+        // later one says was durable for damage, not for a write a power cut tore.)
         let bytes = encode_record(
             at / LOG_UNIT as u64,
             self.txid,
             self.durable_txid,
+            log.logged,
             self.payload,
         );
         (at, bytes)

@@ -5,6 +5,10 @@ use super::{
     PAGE_HEADER, PageKind, get_u16, get_u32, get_u64, put_u32, put_u64, write_page_header,
 };
 
+/// In a record's page header, where the prefix of a leaf would be: how many of its cycle's
+/// records (from the first) earlier writes had made durable when it was written (0 in
+/// records of builds before the thirty-first session, which claim nothing).
+const DURABLE_BEFORE: usize = 4;
 const BASE: usize = PAGE_HEADER;
 const PAYLOAD_LEN: usize = BASE + 8;
 const CRC: usize = PAYLOAD_LEN + 4;
@@ -101,12 +105,21 @@ fn record_crc(place: u64, header: &[u8], payload: &[u8]) -> u32 {
 }
 
 /// The record of transaction `txid`, the log's cycle starting after durable commit `base`,
-/// to be written at unit `first_unit` of the file (byte `first_unit * LOG_UNIT`): whole
-/// units, padded with zeros.
-pub(crate) fn encode_record(first_unit: u64, txid: u64, base: u64, payload: &[u8]) -> Vec<u8> {
+/// to be written at unit `first_unit` of the file (byte `first_unit * LOG_UNIT`), when
+/// completed writes have made the records up to commit `durable` durable (`base` or less:
+/// none of this cycle's): whole units, padded with zeros.
+pub(crate) fn encode_record(
+    first_unit: u64,
+    txid: u64,
+    base: u64,
+    durable: u64,
+    payload: &[u8],
+) -> Vec<u8> {
     let len = (LOG_RECORD_HEADER + payload.len()).next_multiple_of(LOG_UNIT);
     let mut b = vec![0u8; len];
     write_page_header(&mut b, PageKind::Log, 0, txid);
+    let before = u32::try_from(durable.saturating_sub(base)).unwrap_or(0);
+    put_u32(&mut b, DURABLE_BEFORE, before);
     put_u64(&mut b, BASE, base);
     put_u32(&mut b, PAYLOAD_LEN, payload.len() as u32);
     b[LOG_RECORD_HEADER..LOG_RECORD_HEADER + payload.len()].copy_from_slice(payload);
@@ -120,6 +133,9 @@ pub(crate) fn encode_record(first_unit: u64, txid: u64, base: u64, payload: &[u8
 pub(crate) struct LogRecord<'a> {
     pub txid: u64,
     pub base: u64,
+    /// The newest commit of the cycle whose record was durable before this one was
+    /// written (`base` when none was, or the record does not say).
+    pub durable: u64,
     pub payload: &'a [u8],
     /// Units ([`LOG_UNIT`] bytes) the record takes.
     pub units: u64,
@@ -160,9 +176,11 @@ impl<'a> LogRecord<'a> {
         } else {
             return None;
         };
+        let base = get_u64(b, BASE)?;
         Some(LogRecord {
             txid: get_u64(b, 8)?,
-            base: get_u64(b, BASE)?,
+            base,
+            durable: base.saturating_add(u64::from(get_u32(b, DURABLE_BEFORE)?)),
             payload,
             units: (bytes / LOG_UNIT) as u64,
         })
@@ -192,7 +210,7 @@ mod tests {
         assert_eq!(decode_ops(&payload).as_deref(), Some(&ops[..]));
         // At unit 81 of the file: byte 41,472, inside page 40 of a 1 KiB-page file.
         let at = 81 * LOG_UNIT as u64;
-        let b = encode_record(81, 9, 7, &payload);
+        let b = encode_record(81, 9, 7, 8, &payload);
         assert_eq!(b.len(), LOG_UNIT);
         let r = LogRecord::decode(at, &b, 1024, false);
         assert_eq!(
@@ -200,9 +218,16 @@ mod tests {
             Some(LogRecord {
                 txid: 9,
                 base: 7,
+                durable: 8,
                 payload: &payload,
                 units: 1
             })
+        );
+        // A durable commit older than the cycle's base claims none of its records.
+        let none = encode_record(81, 9, 7, 3, &payload);
+        assert_eq!(
+            LogRecord::decode(at, &none, 1024, false).map(|r| r.durable),
+            Some(7)
         );
         assert_eq!(
             LogRecord::decode(at + LOG_UNIT as u64, &b, 1024, false),
@@ -224,7 +249,7 @@ mod tests {
             None,
             "cut short"
         );
-        let big = encode_record(81, 9, 7, &[OP_TABLE; 3000]);
+        let big = encode_record(81, 9, 7, 7, &[OP_TABLE; 3000]);
         assert_eq!(
             LogRecord::decode(at, &big, 1024, false).map(|r| r.units),
             Some(6)

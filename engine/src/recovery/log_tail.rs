@@ -2,7 +2,7 @@
 //! a time: opening a file whose log holds no newer record reads the log's first window,
 //! not the whole log (up to 64 MiB).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{LOG_UNIT, LogRecord, Slot};
 use crate::storage::Storage;
 
@@ -61,11 +61,19 @@ impl<'s> Window<'s> {
 /// The cycle read is the one after the slot's own commit or after its durable one; records
 /// of older cycles (or torn, or never written) end it, whatever comes after them.
 /// `legacy`: the file is of format version 2, whose records are page-aligned.
+///
+/// With `newest` (an open that will replay the records: the newest commit a slot names),
+/// a record that fails its checksum, in place of a commit up to `newest`, is looked past:
+/// when a later record of the cycle says that completed writes had made the broken one
+/// durable, the log is damaged (a power cut tears only a write under way), and that is an
+/// error instead of the end of the cycle. This reads the rest of the log, which is why
+/// it is done only when a slot shows the log should hold more.
 pub(super) fn log_tail(
     storage: &dyn Storage,
     slot: &Slot,
     page_size: usize,
     legacy: bool,
+    newest: Option<u64>,
 ) -> Result<Vec<(u64, Vec<u8>)>> {
     // (The run was checked by `check_log_run`: inside the file, at most 64 MiB.)
     if slot.log_page == 0 {
@@ -80,11 +88,33 @@ pub(super) fn log_tail(
     while at < units {
         let offset = slot.log_page * p + at * unit;
         let head = window.from(at * unit, unit)?;
-        let Some(claimed) = LogRecord::claimed_len(head) else {
-            break;
+        let decoded = match LogRecord::claimed_len(head) {
+            Some(claimed) => {
+                let bytes = window.from(at * unit, claimed as u64)?;
+                LogRecord::decode(offset, bytes, page_size, legacy)
+            }
+            None => None,
         };
-        let bytes = window.from(at * unit, claimed as u64)?;
-        let Some(r) = LogRecord::decode(offset, bytes, page_size, legacy) else {
+        let Some(r) = decoded else {
+            let expected = next.unwrap_or(slot.txid.saturating_add(1));
+            if newest.is_some_and(|newest| newest >= expected) {
+                let broken = match (base, next) {
+                    (Some(base), Some(txid)) => Broken::Next { base, txid },
+                    _ => Broken::First([slot.txid, slot.durable_txid]),
+                };
+                if let Some((missing, txid)) =
+                    broken.proof(&mut window, slot, page_size, legacy, at + 1)?
+                {
+                    return Err(Error::corrupt(
+                        offset / p,
+                        format!(
+                            "commit log damaged: the record of commit {missing} does not \
+                             verify, and the record of commit {txid} after it says it was \
+                             durable"
+                        ),
+                    ));
+                }
+            }
             break;
         };
         // (Errors in a record name the page it starts in.)
@@ -109,15 +139,191 @@ pub(super) fn log_tail(
     Ok(out)
 }
 
+/// A record that did not verify, where the cycle's next one should have been.
+#[derive(Debug, Clone, Copy)]
+enum Broken {
+    /// After the records of the cycle after `base`, the record of commit `txid`.
+    Next { base: u64, txid: u64 },
+    /// The first record of a cycle after one of these bases.
+    First([u64; 2]),
+}
+
+impl Broken {
+    /// The commit whose record is broken, if `r` (found later in the log) proves that
+    /// completed writes had made that record durable before `r` was written, and the
+    /// opened commit `opened` lacks it. (A record of an older cycle that a sync has
+    /// applied since is not needed, damaged or not.)
+    fn proven_by(self, r: &LogRecord<'_>, opened: u64) -> Option<u64> {
+        let missing = match self {
+            Broken::Next { base, txid } if r.base == base => txid,
+            Broken::First(bases) if bases.contains(&r.base) => r.base.checked_add(1)?,
+            _ => return None,
+        };
+        (missing > opened && r.txid > missing && r.durable >= missing).then_some(missing)
+    }
+
+    /// The first record from unit `from` of the log on that proves this one durable:
+    /// the broken record's commit and the proving record's.
+    fn proof(
+        self,
+        window: &mut Window<'_>,
+        slot: &Slot,
+        page_size: usize,
+        legacy: bool,
+        from: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        let (p, unit) = (page_size as u64, LOG_UNIT as u64);
+        for at in from..slot.log_pages * (p / unit) {
+            let head = window.from(at * unit, unit)?;
+            let Some(claimed) = LogRecord::claimed_len(head) else {
+                continue;
+            };
+            let bytes = window.from(at * unit, claimed as u64)?;
+            let offset = slot.log_page * p + at * unit;
+            if let Some(r) = LogRecord::decode(offset, bytes, page_size, legacy)
+                && let Some(missing) = self.proven_by(&r, slot.txid)
+            {
+                return Ok(Some((missing, r.txid)));
+            }
+        }
+        Ok(None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{FIRST_WINDOW, MAX_WINDOW, Window};
+    use super::{FIRST_WINDOW, MAX_WINDOW, Window, log_tail};
     use crate::Result as CairnResult;
-    use crate::storage::{Recording, Storage};
+    use crate::format::{LOG_UNIT, Slot, encode_record};
+    use crate::storage::{MemoryStorage, Recording, Storage};
 
-    /// A window serves what it holds without reading, reads ahead in growing windows
-    /// (a record longer than the window gets a window of its own length), reads again
-    /// for bytes before it, and never reads past the log.
+    const P: u64 = 1024;
+    const LOG_PAGE: u64 = 2;
+
+    /// A file with a 16-page log holding `records` (commit, base, durable before it, and
+    /// payload length) one after the other from the log's first unit.
+    fn log_of(records: &[(u64, u64, u64, usize)]) -> CairnResult<MemoryStorage> {
+        let storage = MemoryStorage::new()?;
+        storage.resize((LOG_PAGE + 16) * P)?;
+        let mut unit = LOG_PAGE * P / LOG_UNIT as u64;
+        for &(txid, base, durable, len) in records {
+            let b = encode_record(unit, txid, base, durable, &vec![1u8; len]);
+            storage.write(unit * LOG_UNIT as u64, &b)?;
+            unit += (b.len() / LOG_UNIT) as u64;
+        }
+        Ok(storage)
+    }
+
+    /// How many records `log_tail` returns for a slot of commit `txid` whose durable
+    /// commit is `durable`, opening for writing (`find_damage`) or not; `Err` with the
+    /// error's text.
+    fn tail_len(
+        storage: &MemoryStorage,
+        txid: u64,
+        durable: u64,
+        find_damage: bool,
+    ) -> Result<usize, String> {
+        let slot = Slot {
+            txid,
+            durable_txid: durable,
+            page_count: LOG_PAGE + 16,
+            log_page: LOG_PAGE,
+            log_pages: 16,
+            ..Slot::default()
+        };
+        let newest = find_damage.then_some(u64::MAX);
+        log_tail(storage, &slot, P as usize, false, newest)
+            .map(|t| t.len())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Flips a byte in the payload of the record starting at unit `unit` of the log.
+    fn damage(storage: &MemoryStorage, unit: u64) -> CairnResult<()> {
+        let at = LOG_PAGE * P + unit * LOG_UNIT as u64 + 40;
+        let mut b = [0u8; 1];
+        storage.read(at, &mut b)?;
+        storage.write(at, &[b[0] ^ 0xff])?;
+        Ok(())
+    }
+
+    /// A broken record is the end of the cycle (a torn write, or Eventual records that
+    /// reached the disk out of order) unless a later record of the cycle says completed
+    /// writes had made it durable: then the log is damaged, and that is an error.
+    #[test]
+    fn a_broken_record_a_later_one_proves_durable_is_damage() -> CairnResult<()> {
+        // Commits 11 to 14 after durable commit 10, each durable on its own (one unit each).
+        let durable = [
+            (11, 10, 10, 9),
+            (12, 10, 11, 9),
+            (13, 10, 12, 9),
+            (14, 10, 13, 9),
+        ];
+        let count = |s: &MemoryStorage| tail_len(s, 10, 5, true);
+        let s = log_of(&durable)?;
+        assert_eq!(count(&s), Ok(4));
+        // The last one broken: a power cut may have torn it.
+        damage(&s, 3)?;
+        assert_eq!(count(&s), Ok(3));
+        // The second one broken: commit 13's record says it was durable.
+        let s = log_of(&durable)?;
+        damage(&s, 1)?;
+        let e = count(&s);
+        assert!(
+            e.as_ref()
+                .is_err_and(|e| e.contains("the record of commit 12 does not verify")),
+            "{e:?}"
+        );
+        assert!(e.is_err_and(|e| e.contains("page 2")));
+        // Opening read-only, nothing is looked for past it; nor when no slot names a
+        // commit as new as the broken record's (the scan reads the rest of the log).
+        assert_eq!(tail_len(&s, 10, 5, false), Ok(1));
+        let slot = Slot {
+            txid: 10,
+            durable_txid: 5,
+            page_count: LOG_PAGE + 16,
+            log_page: LOG_PAGE,
+            log_pages: 16,
+            ..Slot::default()
+        };
+        assert_eq!(log_tail(&s, &slot, P as usize, false, Some(11))?.len(), 1);
+        assert!(log_tail(&s, &slot, P as usize, false, Some(12)).is_err());
+        // The first one: the same, with no record read before it.
+        let s = log_of(&durable)?;
+        damage(&s, 0)?;
+        assert!(count(&s).is_err_and(|e| e.contains("commit 11 does not")));
+        // Eventual records (the later ones claim only commit 11 durable): a cut.
+        let eventual = [
+            (11, 10, 10, 9),
+            (12, 10, 11, 9),
+            (13, 10, 11, 9),
+            (14, 10, 11, 9),
+        ];
+        let s = log_of(&eventual)?;
+        damage(&s, 2)?;
+        assert_eq!(count(&s), Ok(2));
+        // Records written before builds that say what was durable claim nothing.
+        let old = [
+            (11, 10, 0, 9),
+            (12, 10, 0, 9),
+            (13, 10, 0, 9),
+            (14, 10, 0, 9),
+        ];
+        let s = log_of(&old)?;
+        damage(&s, 1)?;
+        assert_eq!(count(&s), Ok(1));
+        // Long records: the proof is found past a record of several units.
+        let long = [(11, 10, 10, 2000), (12, 10, 11, 9), (13, 10, 12, 3000)];
+        let s = log_of(&long)?;
+        damage(&s, 0)?;
+        assert!(count(&s).is_err_and(|e| e.contains("commit 11 does not")));
+        // A cycle the opened commit (14, synced; durable before it 10) already holds:
+        // its damaged record is not needed.
+        let s = log_of(&durable)?;
+        damage(&s, 1)?;
+        assert_eq!(tail_len(&s, 14, 10, true), Ok(0));
+        Ok(())
+    }
+
     #[test]
     fn a_window_reads_ahead_in_growing_reads_and_never_past_the_log() -> CairnResult<()> {
         let storage = Recording::new()?;
