@@ -541,7 +541,7 @@ fn a_damaged_record_that_later_ones_prove_durable_is_an_error() -> Result<(), Er
             let text = e.to_string();
             assert!(text.contains("commit log damaged"), "{text}");
             assert!(
-                text.contains(&format!("commit {} does not verify", base + 6)),
+                text.contains(&format!("commit {} is missing", base + 6)),
                 "{text}"
             );
         }

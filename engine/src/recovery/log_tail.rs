@@ -63,7 +63,8 @@ impl<'s> Window<'s> {
 /// `legacy`: the file is of format version 2, whose records are page-aligned.
 ///
 /// With `newest` (an open that will replay the records: the newest commit a slot names),
-/// a record that fails its checksum, in place of a commit up to `newest`, is looked past:
+/// a record that fails its checksum or does not follow, in place of a commit up to
+/// `newest`, is looked past:
 /// when a later record of the cycle says that completed writes had made the broken one
 /// durable, the log is damaged (a power cut tears only a write under way), and that is an
 /// error instead of the end of the cycle. This reads the rest of the log, which is why
@@ -95,7 +96,19 @@ pub(super) fn log_tail(
             }
             None => None,
         };
-        let Some(r) = decoded else {
+        // (Errors in a record name the page it starts in.)
+        let page = offset / p;
+        let follows = decoded.as_ref().is_some_and(|r| match base {
+            None => {
+                (r.base == slot.txid || r.base == slot.durable_txid)
+                    && r.base.checked_add(1) == Some(r.txid)
+            }
+            Some(b) => r.base == b && Some(r.txid) == next,
+        });
+        let (Some(r), true) = (decoded, follows) else {
+            // The end of the cycle: nothing more was written, or a power cut tore the
+            // last write, or the log is damaged (a record that fails its checksum, or an
+            // older page in place of the cycle's).
             let expected = next.unwrap_or(slot.txid.saturating_add(1));
             if newest.is_some_and(|newest| newest >= expected) {
                 let broken = match (base, next) {
@@ -106,29 +119,17 @@ pub(super) fn log_tail(
                     broken.proof(&mut window, slot, page_size, legacy, at + 1)?
                 {
                     return Err(Error::corrupt(
-                        offset / p,
+                        page,
                         format!(
-                            "commit log damaged: the record of commit {missing} does not \
-                             verify, and the record of commit {txid} after it says it was \
-                             durable"
+                            "commit log damaged: the record of commit {missing} is missing \
+                             or does not verify, and the record of commit {txid} after it \
+                             says it was durable"
                         ),
                     ));
                 }
             }
             break;
         };
-        // (Errors in a record name the page it starts in.)
-        let page = offset / p;
-        let follows = match base {
-            None => {
-                (r.base == slot.txid || r.base == slot.durable_txid)
-                    && r.base.checked_add(1) == Some(r.txid)
-            }
-            Some(b) => r.base == b && Some(r.txid) == next,
-        };
-        if !follows {
-            break;
-        }
         base = Some(r.base);
         next = r.txid.checked_add(1);
         if r.txid > slot.txid {
@@ -139,7 +140,8 @@ pub(super) fn log_tail(
     Ok(out)
 }
 
-/// A record that did not verify, where the cycle's next one should have been.
+/// What stands where the cycle's next record should have been: a record that does not
+/// verify, or one that does not follow.
 #[derive(Debug, Clone, Copy)]
 enum Broken {
     /// After the records of the cycle after `base`, the record of commit `txid`.
@@ -270,7 +272,7 @@ mod tests {
         let e = count(&s);
         assert!(
             e.as_ref()
-                .is_err_and(|e| e.contains("the record of commit 12 does not verify")),
+                .is_err_and(|e| e.contains("the record of commit 12 is missing")),
             "{e:?}"
         );
         assert!(e.is_err_and(|e| e.contains("page 2")));
@@ -290,7 +292,7 @@ mod tests {
         // The first one: the same, with no record read before it.
         let s = log_of(&durable)?;
         damage(&s, 0)?;
-        assert!(count(&s).is_err_and(|e| e.contains("commit 11 does not")));
+        assert!(count(&s).is_err_and(|e| e.contains("commit 11 is missing")));
         // Eventual records (the later ones claim only commit 11 durable): a cut.
         let eventual = [
             (11, 10, 10, 9),
@@ -315,8 +317,15 @@ mod tests {
         let long = [(11, 10, 10, 2000), (12, 10, 11, 9), (13, 10, 12, 3000)];
         let s = log_of(&long)?;
         damage(&s, 0)?;
-        assert!(count(&s).is_err_and(|e| e.contains("commit 11 does not")));
+        assert!(count(&s).is_err_and(|e| e.contains("commit 11 is missing")));
+        // An older page in place of the log's: a record of an earlier cycle where
+        // commit 12's should be, and later ones that say 12 was durable.
+        let s = log_of(&durable)?;
+        let stale = encode_record(LOG_PAGE * P / LOG_UNIT as u64 + 1, 7, 5, 6, &[1u8; 9]);
+        s.write(LOG_PAGE * P + LOG_UNIT as u64, &stale)?;
+        assert!(count(&s).is_err_and(|e| e.contains("commit 12 is missing")));
         // A cycle the opened commit (14, synced; durable before it 10) already holds:
+
         // its damaged record is not needed.
         let s = log_of(&durable)?;
         damage(&s, 1)?;
