@@ -26,7 +26,10 @@ pub const HELP: &str = "\
 .read FILE            run the statements and commands in FILE
 .stats                statistics of the database file
 .tables               list the tables with their entry counts
-.timer on|off         print real, user and system time after each statement";
+.timer on|off         print real, user and system time after each statement
+
+Ctrl-C stops a running SCAN, COUNT or .dump and skips the rest of the input;
+Ctrl-D leaves (an open transaction is rolled back).";
 
 /// How deep `.read` may nest: a script that reads itself stops here instead of
 /// exhausting the stack.
