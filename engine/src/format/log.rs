@@ -152,6 +152,17 @@ impl<'a> LogRecord<'a> {
         LOG_RECORD_HEADER.checked_add(n)
     }
 
+    /// What the header at `b` says, not yet verified: the record's commit, its cycle's
+    /// base, and the newest commit it says was durable before it.
+    pub fn header(b: &[u8]) -> Option<(u64, u64, u64)> {
+        if b.first() != Some(&(PageKind::Log as u8)) {
+            return None;
+        }
+        let base = get_u64(b, BASE)?;
+        let durable = base.saturating_add(u64::from(get_u32(b, DURABLE_BEFORE)?));
+        Some((get_u64(b, 8)?, base, durable))
+    }
+
     /// The record starting at byte `offset` of the file, whose bytes (to the end of the
     /// log) are `b`; `None` when there is none (never written, stale, torn or damaged: the
     /// crc fails). In a `legacy` file (format version 2) a record at a page boundary may
@@ -176,11 +187,11 @@ impl<'a> LogRecord<'a> {
         } else {
             return None;
         };
-        let base = get_u64(b, BASE)?;
+        let (txid, base, durable) = Self::header(b)?;
         Some(LogRecord {
-            txid: get_u64(b, 8)?,
+            txid,
             base,
-            durable: base.saturating_add(u64::from(get_u32(b, DURABLE_BEFORE)?)),
+            durable,
             payload,
             units: (bytes / LOG_UNIT) as u64,
         })
