@@ -155,9 +155,10 @@ impl Shell {
         Arc::clone(&self.interrupt)
     }
 
-    /// Says that script `name` was interrupted.
+    /// Says that script `name` was interrupted (not a failure: a batch ends with its own
+    /// status, and in the REPL it is the user's doing).
     fn report_interrupt(&mut self, name: &str) -> io::Result<Flow> {
-        self.error(&format!("{name}: interrupted"))?;
+        self.note(&format!("{name}: interrupted"))?;
         Ok(Flow::Interrupted)
     }
 

@@ -1,0 +1,201 @@
+//! The interactive shell on a pseudo-terminal, as a person at a keyboard uses it: prompts,
+//! tables, Tab completion, multi-line input, transactions, Ctrl-C at the prompt and while a
+//! statement runs, Ctrl-D rolling back an open transaction.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cairn_engine::Database;
+use nix::pty::{Winsize, openpty};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The shell on the slave side of a pseudo-terminal; what it prints is gathered from the
+/// master side by a thread.
+struct Terminal {
+    child: Child,
+    keys: std::fs::File,
+    screen: Arc<Mutex<Vec<u8>>>,
+    /// How much of `screen` earlier expectations consumed.
+    seen: usize,
+}
+
+impl Terminal {
+    fn open(file: &Path, state: &Path) -> Terminal {
+        let size = Winsize {
+            ws_row: 40,
+            ws_col: 100,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = openpty(&size, None).unwrap_or_else(|e| panic!("openpty: {e}"));
+        let slave = |fd: &std::os::fd::OwnedFd| {
+            Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("dup: {e}")))
+        };
+        let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .arg(file)
+            .env("TERM", "xterm")
+            .env("XDG_STATE_HOME", state)
+            .stdin(slave(&pty.slave))
+            .stdout(slave(&pty.slave))
+            .stderr(slave(&pty.slave))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn: {e}"));
+        drop(pty.slave);
+        let mut master = std::fs::File::from(pty.master);
+        let keys = master.try_clone().unwrap_or_else(|e| panic!("dup: {e}"));
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let gathered = Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            // Ends when the shell has gone (EIO on the master).
+            while let Ok(n @ 1..) = master.read(&mut buf) {
+                if let Ok(mut s) = gathered.lock() {
+                    s.extend_from_slice(&buf[..n]);
+                }
+            }
+        });
+        Terminal {
+            child,
+            keys,
+            screen,
+            seen: 0,
+        }
+    }
+
+    /// Waits for the editor to ask for a new line with `prompt` (it turns bracketed paste
+    /// on each time it starts reading a line; a prompt drawn again as keys are typed
+    /// does not), after what was printed before it; returns that.
+    fn prompt(&mut self, prompt: &str) -> String {
+        let printed = self.expect("\x1b[?2004h");
+        self.expect(prompt);
+        printed
+    }
+
+    /// Types a line and waits for the next prompt; returns what the line printed.
+    fn enter(&mut self, line: &str, prompt: &str) -> String {
+        self.type_keys(line);
+        self.type_keys("\r");
+        self.prompt(prompt)
+    }
+
+    fn type_keys(&mut self, keys: &str) {
+        self.keys
+            .write_all(keys.as_bytes())
+            .unwrap_or_else(|e| panic!("typing {keys:?}: {e}"));
+    }
+
+    /// Waits until the shell has printed `text` since the last expectation; returns what
+    /// it printed up to and including it.
+    fn expect(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.screen.lock().map(|s| s.clone()).unwrap_or_default();
+            let fresh =
+                String::from_utf8_lossy(&screen[self.seen.min(screen.len())..]).into_owned();
+            if let Some(at) = fresh.find(text) {
+                self.seen += fresh[..at + text.len()].len();
+                return fresh[..at + text.len()].to_owned();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited for {text:?}; the shell printed:\n{fresh}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+#[test]
+fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("fruit.cairn");
+    {
+        // Enough rows that a scan of them takes a while to print.
+        let db = Database::create(&file)?;
+        let mut w = db.begin_write()?;
+        w.create_table("main")?;
+        w.create_table("many")?;
+        let mut t = w.open_table("many")?;
+        for i in 0u64..300_000 {
+            t.insert(&i.to_be_bytes(), b"a value")?;
+        }
+        drop(t);
+        w.commit()?;
+    }
+    let mut term = Terminal::open(&file, dir.path());
+    term.prompt("main> ");
+
+    // A statement, then a result as a table.
+    term.enter("PUT 'apple' 'red'", "main> ");
+    let table = term.enter("SCAN", "main> ");
+    assert!(table.contains("│ key   ┆ value │"), "{table}");
+    assert!(table.contains("│ apple ┆ red   │"), "{table}");
+
+    // Tab completes a keyword (and a space), then a table name.
+    term.type_keys("US\t");
+    term.expect("USE ");
+    term.type_keys("man\t");
+    term.expect("many ");
+    term.type_keys("\r");
+    term.prompt("many> ");
+
+    // A quote left open goes on to the next line.
+    term.enter("USE main", "main> ");
+    term.type_keys("PUT 'two\r");
+    term.enter("lines' 'v'", "main> ");
+    let count = term.enter("COUNT", "main> ");
+    assert!(count.contains("│ 2     │"), "{count}");
+
+    // Ctrl-C at the prompt drops what was typed.
+    term.type_keys("DELETE 'apple'");
+    term.expect("DELETE 'apple'");
+    term.type_keys("\x03");
+    term.prompt("main> ");
+
+    // Ctrl-C while a long scan runs stops it and skips the rest of the line; the shell
+    // goes on.
+    term.type_keys("USE many; SCAN; PUT 'skipped' 1\r");
+    term.expect("\x1b[?2004l");
+    // (Collecting 300,000 rows and laying them out takes seconds.)
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = Pid::from_raw(i32::try_from(term.child.id())?);
+    kill(pid, Signal::SIGINT)?;
+    let interrupted = term.prompt("many> ");
+    assert!(interrupted.contains("stdin: interrupted"), "{interrupted}");
+
+    // A transaction shows in the prompt; Ctrl-D rolls it back and says so.
+    term.enter("USE main", "main> ");
+    term.enter("BEGIN", "main [txn]> ");
+    term.enter("PUT 'uncommitted' 1", "main [txn]> ");
+    term.type_keys("\x04");
+    term.expect("rolled back the open transaction");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = term.child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = term.child.kill();
+            panic!("the shell did not leave at Ctrl-D");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(status.success(), "{status}");
+
+    let db = Database::open(&file)?;
+    let r = db.begin_read()?;
+    let main = r.open_table("main")?;
+    assert_eq!(
+        main.get(b"apple")?,
+        Some(&b"red"[..]),
+        "Ctrl-C at the prompt ran nothing"
+    );
+    assert_eq!(main.get(b"two\nlines")?, Some(&b"v"[..]));
+    assert_eq!(main.get(b"uncommitted")?, None);
+    assert_eq!(r.open_table("many")?.get(b"skipped")?, None);
+    Ok(())
+}
