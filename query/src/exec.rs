@@ -365,6 +365,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parser::parse_script;
 
     #[test]
     fn prefix_ends_skip_trailing_ff() {
@@ -373,15 +374,6 @@ mod tests {
         assert_eq!(prefix_end(&[0xff]), None);
         assert_eq!(prefix_end(b""), None);
     }
-}
-
-#[cfg(test)]
-mod interrupt_tests {
-    use std::sync::atomic::Ordering;
-
-    use super::{ExecError, Outcome, Session};
-    use crate::ast::Statement;
-    use crate::parser::parse_script;
 
     fn statement(src: &str) -> Statement {
         let mut script = parse_script(src);
@@ -393,7 +385,7 @@ mod interrupt_tests {
     /// stays open and keeps its writes); lowered, they run to the end. Writes and the
     /// whole-table count do not look at it.
     #[test]
-    fn a_raised_interrupt_flag_stops_scans_and_counts_but_not_writes() -> Result<(), ExecError> {
+    fn a_raised_interrupt_flag_stops_scans_and_counts_but_not_writes() -> Result<()> {
         let mut s = Session::new(cairn_engine::Database::in_memory()?)?;
         let flag = s.interrupt_flag();
         s.run(&statement("BEGIN"), &mut |_, _| {})?;
