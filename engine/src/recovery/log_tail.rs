@@ -120,8 +120,10 @@ pub(super) fn log_tail(
                     (Some(base), Some(txid)) => Broken::Next { base, txid },
                     _ => Broken::First([slot.txid, slot.durable_txid]),
                 };
+                // (From this unit: a record of the cycle that does not follow may itself
+                // say the one it displaced was durable.)
                 if let Some((missing, txid)) =
-                    broken.proof(&mut window, slot, page_size, legacy, at + 1)?
+                    broken.proof(&mut window, slot, page_size, legacy, at)?
                 {
                     return Err(Error::corrupt(
                         page,
@@ -340,6 +342,14 @@ mod tests {
         let s = log_of(&long)?;
         damage(&s, 0)?;
         assert!(count(&s).is_err_and(|e| e.contains("commit 11 is missing")));
+        // A later record of the cycle where commit 12's should be (a page copied over
+        // another): it says 12 was durable itself.
+        let s = log_of(&durable[..2])?;
+        let moved = encode_record(LOG_PAGE * P / LOG_UNIT as u64 + 1, 13, 10, 12, &[1u8; 9]);
+        s.write(LOG_PAGE * P + LOG_UNIT as u64, &moved)?;
+        assert_eq!(tail_len(&s, 10, 5, false), Ok(1));
+        let e = count(&s);
+        assert!(e.is_err_and(|e| e.contains("commit 12 is missing")));
         // An older page in place of the log's: a record of an earlier cycle where
         // commit 12's should be, and later ones that say 12 was durable.
         let s = log_of(&durable)?;
