@@ -51,7 +51,11 @@ fn candidates(line: &str, pos: usize, tables: &[String]) -> (usize, Vec<Pair>) {
     let lower = word.chars().all(|c| !c.is_ascii_uppercase());
     let mut out: Vec<Pair> = Vec::new();
     let mut offer = |candidate: &str, keep_case: bool| {
-        if candidate.len() >= word.len() && candidate[..word.len()].eq_ignore_ascii_case(word) {
+        // (`get`: a table name's first characters may not end where the word does.)
+        if candidate
+            .get(..word.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(word))
+        {
             let replacement = if lower && !keep_case {
                 candidate.to_ascii_lowercase()
             } else {
@@ -217,6 +221,11 @@ mod tests {
         assert_eq!(
             complete("USE v", &["Fruit", "veg"]),
             (4, vec!["veg ".to_owned()])
+        );
+        // A name whose first character takes two bytes, against a one-letter word.
+        assert_eq!(
+            complete("USE e", &["été", "eau"]),
+            (4, vec!["eau ".to_owned()])
         );
     }
 
