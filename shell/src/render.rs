@@ -1,13 +1,16 @@
 //! Printing results in the output modes: `table` (bordered, for terminals), `plain`
 //! (tab-separated, for pipes), `csv`, `json` and `line`.
 //!
-//! Rows are streamed in every mode but `table`, which needs all of them to lay out.
+//! Rows are streamed in every mode; `table` lays them out a chunk at a time
+//! (`render/table.rs`).
+
+mod table;
 
 use std::borrow::Cow;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
-use comfy_table::{ContentArrangement, Table, presets};
+use table::StreamedTable;
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +67,7 @@ pub struct RowWriter<'w> {
     mode: Mode,
     columns: &'static [&'static str],
     rows: u64,
-    table: Option<Table>,
+    table: Option<StreamedTable>,
     /// When raised (Ctrl-C), a table stops printing at the next line.
     interrupt: Option<&'w AtomicBool>,
 }
@@ -94,13 +97,8 @@ impl<'w> RowWriter<'w> {
         };
         match mode {
             Mode::Table => {
-                let mut t = Table::new();
-                t.load_style(presets::UTF8_FULL_CONDENSED)
-                    .set_content_arrangement(ContentArrangement::Dynamic);
-                if headers {
-                    t.set_header(columns.to_vec());
-                }
-                w.table = Some(t);
+                let header = headers.then(|| columns.iter().map(|c| (*c).to_owned()).collect());
+                w.table = Some(StreamedTable::new(header));
             }
             Mode::Plain if headers => writeln!(w.out, "{}", columns.join("\t"))?,
             Mode::Csv if headers => writeln!(w.out, "{}", columns.join(","))?,
@@ -110,8 +108,8 @@ impl<'w> RowWriter<'w> {
         Ok(w)
     }
 
-    /// Lets `flag` stop a table's printing part-way (its rows are laid out only at the
-    /// end, and a large one takes a while to print on a terminal).
+    /// Lets `flag` stop a table's printing part-way (its rows are laid out a chunk at a
+    /// time, and a chunk takes a while to print on a terminal).
     pub fn interruptible(mut self, flag: &'w AtomicBool) -> RowWriter<'w> {
         self.interrupt = Some(flag);
         self
@@ -121,17 +119,14 @@ impl<'w> RowWriter<'w> {
         let first = self.rows == 0;
         self.rows += 1;
         match self.mode {
-            Mode::Table => {
-                if let Some(t) = &mut self.table {
-                    t.add_row(
-                        cells
-                            .iter()
-                            .map(|c| c.text().into_owned())
-                            .collect::<Vec<_>>(),
-                    );
-                }
-                Ok(())
-            }
+            Mode::Table => match &mut self.table {
+                Some(t) => t.push(
+                    cells.iter().map(|c| c.text().into_owned()).collect(),
+                    self.out,
+                    self.interrupt,
+                ),
+                None => Ok(()),
+            },
             Mode::Plain => {
                 let line: Vec<Cow<'_, str>> = cells.iter().map(Cell::text).collect();
                 writeln!(self.out, "{}", line.join("\t"))
@@ -170,34 +165,11 @@ impl<'w> RowWriter<'w> {
 
     pub fn finish(self) -> io::Result<()> {
         match (self.mode, self.table) {
-            (Mode::Table, Some(mut t)) if self.rows > 0 => {
-                fit(&mut t);
-                for line in t.lines() {
-                    if self.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
-                        break;
-                    }
-                    writeln!(self.out, "{line}")?;
-                }
-                Ok(())
-            }
+            (Mode::Table, Some(t)) => t.finish(self.out, self.interrupt),
             (Mode::Json, _) if self.rows > 0 => writeln!(self.out, "\n]"),
             (Mode::Json, _) => writeln!(self.out, "]"),
             _ => Ok(()),
         }
-    }
-}
-
-/// Terminals narrower than this many columns get the table at its natural width: fitted
-/// to them, each column would be a character or two wide and every cell broken over many
-/// lines.
-const MIN_FITTED_WIDTH: u16 = 20;
-
-/// Fits `t` to the terminal's width, unless the terminal is narrower than
-/// [`MIN_FITTED_WIDTH`] or reports no width at all (0 columns: a pseudo-terminal nobody
-/// gave a size, as some remote sessions and editors' shells leave it).
-fn fit(t: &mut Table) {
-    if t.width().is_some_and(|w| w < MIN_FITTED_WIDTH) {
-        t.set_content_arrangement(ContentArrangement::Disabled);
     }
 }
 
@@ -215,33 +187,6 @@ mod tests {
         }
         w.finish().unwrap_or_else(|e| panic!("{e}"));
         String::from_utf8(out).unwrap_or_default()
-    }
-
-    /// The table as [`RowWriter::finish`] prints it on a terminal `width` columns wide.
-    fn table_at(width: u16) -> String {
-        let mut t = Table::new();
-        t.load_style(presets::UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_header(["key", "value"])
-            .add_row(["apple", "a long value that needs some room"])
-            .set_width(width);
-        fit(&mut t);
-        t.to_string()
-    }
-
-    #[test]
-    fn a_terminal_without_a_width_gets_the_table_at_its_natural_width() {
-        let natural = table_at(u16::MAX);
-        assert!(
-            natural.contains("│ apple ┆ a long value that needs some room │"),
-            "{natural}"
-        );
-        assert_eq!(table_at(0), natural);
-        assert_eq!(table_at(MIN_FITTED_WIDTH - 1), natural);
-        // A terminal wide enough to fit, but narrower than the table, gets it fitted.
-        let fitted = table_at(30);
-        assert!(fitted.lines().all(|l| l.chars().count() <= 30), "{fitted}");
-        assert!(fitted.contains("│ apple ┆"), "{fitted}");
     }
 
     #[test]

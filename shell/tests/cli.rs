@@ -334,3 +334,57 @@ fn a_script_reading_itself_stops_with_an_error() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("nested more than 16 deep"), "{err}");
 }
+
+/// Table mode used to hold every row of a result (and comfy-table's copy of each) until
+/// the end: 100,000 rows took over 32 MiB of heap, and a large `SCAN` could exhaust
+/// memory. It now prints a chunk at a time, so this result fits in 32 MiB of heap.
+#[test]
+fn a_large_result_in_table_mode_prints_whole_within_bounded_memory() {
+    const ROWS: u64 = 100_000;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db_path = dir.path().join("big.cairn");
+    let load = || -> cairn_engine::Result<()> {
+        let db = cairn_engine::Database::create(&db_path)?;
+        let mut txn = db.begin_write()?;
+        txn.create_table(cairn_query::DEFAULT_TABLE)?;
+        let mut t = txn.open_table(cairn_query::DEFAULT_TABLE)?;
+        for i in 0..ROWS {
+            t.insert(
+                &i.to_be_bytes(),
+                format!("value number {i} with some text").as_bytes(),
+            )?;
+        }
+        drop(t);
+        txn.commit()
+    };
+    load().unwrap_or_else(|e| panic!("{e}"));
+
+    // The heap limit in the shell that runs it, so that no unsafe `pre_exec` is needed.
+    let o = Command::new("sh")
+        .args(["-c", "ulimit -d 32768 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_cairn"))
+        .arg(path(&db_path))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            if let Some(mut input) = child.stdin.take() {
+                input.write_all(b".mode table\n.headers on\nSCAN\n")?;
+            }
+            child.wait_with_output()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // One table: one top border, one header, one bottom border, every row in order.
+    let count = |c: char| out.lines().filter(|l| l.starts_with(c)).count();
+    assert_eq!((count('┌'), count('╞'), count('└')), (1, 1, 1));
+    let keys: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("│ x'"))
+        .filter_map(|l| l.get(..16))
+        .collect();
+    let expected: Vec<String> = (0..ROWS).map(|i| format!("{i:016x}")).collect();
+    assert!(keys.iter().copied().eq(expected.iter().map(String::as_str)));
+}
