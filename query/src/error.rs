@@ -37,6 +37,18 @@ impl Position {
 /// `name:line:col: message`, then the line and a caret under the column: how a tool
 /// reports an error at byte `offset` of `src`.
 pub fn render(name: &str, src: &str, offset: usize, message: &str) -> String {
+    render_from_line(name, src, 1, offset, message)
+}
+
+/// [`render`] for a piece of a longer source, `src`, that starts at line `first_line` of
+/// it: a statement a shell read on its own, say.
+pub fn render_from_line(
+    name: &str,
+    src: &str,
+    first_line: usize,
+    offset: usize,
+    message: &str,
+) -> String {
     let pos = Position::of(src, offset);
     let line = src.lines().nth(pos.line - 1).unwrap_or("");
     // Tabs keep their width in the caret line, so that the caret lines up.
@@ -47,7 +59,8 @@ pub fn render(name: &str, src: &str, offset: usize, message: &str) -> String {
         .collect();
     format!(
         "{name}:{}:{}: {message}\n{line}\n{pad}^",
-        pos.line, pos.column
+        pos.line + first_line - 1,
+        pos.column
     )
 }
 
@@ -83,4 +96,25 @@ pub enum ExecError {
     /// in the shell): the rows before it were produced, the rest were not.
     #[error("interrupted")]
     Interrupted,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_is_placed_by_line_and_character_with_a_caret_under_it() {
+        let src = "PUT 1 2\n\tGET é 'x";
+        let at = src.find("'x").unwrap_or_default();
+        assert_eq!(
+            render("s.cq", src, at, "closing quote"),
+            "s.cq:2:8: closing quote\n\tGET é 'x\n\t      ^"
+        );
+        // The same line, read as a piece starting at line 41 of its script.
+        let piece = "\tGET é 'x";
+        assert_eq!(
+            render_from_line("s.cq", piece, 41, at - 8, "closing quote"),
+            "s.cq:41:8: closing quote\n\tGET é 'x\n\t      ^"
+        );
+    }
 }

@@ -30,7 +30,7 @@ mod parser;
 mod print;
 
 pub use ast::{KeyRange, Literal, LiteralBytes, Located, Span, Statement};
-pub use error::{ExecError, ParseError, Position, render};
+pub use error::{ExecError, ParseError, Position, render, render_from_line};
 pub use exec::{DEFAULT_TABLE, Outcome, Output, Session};
 pub use lexer::{LexState, unclosed_quote};
 pub use parser::{Limits, Script, parse_bytes, parse_bytes_with, parse_script, parse_script_with};

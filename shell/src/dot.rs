@@ -77,10 +77,10 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             )?;
             return Ok(Flow::Quit);
         }
-        return match std::fs::read(file) {
+        return match crate::shell::open_script(std::path::Path::new(file)) {
             Ok(src) => {
                 shell.reading += 1;
-                let flow = shell.run_script(file, &src);
+                let flow = shell.run_script(file, src);
                 shell.reading -= 1;
                 flow
             }

@@ -11,11 +11,12 @@ mod dot;
 mod info;
 mod render;
 mod repl;
+mod script_reader;
 mod shell;
 mod timer;
 mod workload;
 
-use std::io::{self, IsTerminal, Read};
+use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 
 use cli::Source;
@@ -105,15 +106,13 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
     if interactive {
         repl::run(&mut shell)?;
     } else if options.sources.is_empty() {
-        let mut src = Vec::new();
-        io::stdin().read_to_end(&mut src)?;
-        flow = shell.run_script("stdin", &src)?;
+        flow = shell.run_script("stdin", io::stdin().lock())?;
     } else {
         for source in &options.sources {
             flow = match source {
                 Source::Text(text) => shell.run_script("-c", text.as_bytes())?,
-                Source::File(path) => match std::fs::read(path) {
-                    Ok(src) => shell.run_script(&path.display().to_string(), &src)?,
+                Source::File(path) => match shell::open_script(path) {
+                    Ok(file) => shell.run_script(&path.display().to_string(), file)?,
                     Err(e) => {
                         shell.error(&format!("cairn: cannot read {}: {e}", path.display()))?;
                         Flow::Quit

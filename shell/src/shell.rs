@@ -2,7 +2,7 @@
 //! printed in the current mode, errors reported with their position.
 
 use std::borrow::Cow;
-use std::io::{self, BufWriter, Stdout, Write};
+use std::io::{self, BufWriter, Read, Stdout, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context;
 use cairn_engine::Database;
 use cairn_query::{
-    ExecError, LexState, Located, Outcome, Session, Statement, display_bytes, parse_bytes, render,
+    ExecError, Limits, Located, Outcome, Session, Statement, display_bytes, parse_bytes,
+    render_from_line,
 };
 
 use crate::render::{Cell, Mode, RowWriter};
+use crate::script_reader::{Piece, ScriptReader};
 use crate::timer::Stamp;
 
 /// Whether to go on after a command.
@@ -70,44 +72,17 @@ pub fn open_session(file: Option<&Path>, read_only: bool) -> anyhow::Result<(Ses
     Ok((Session::new(db)?, label))
 }
 
-/// A piece of a script: statements to parse, or one dot-command line.
-enum Piece<'a> {
-    Statements { start: usize, text: &'a [u8] },
-    Command { start: usize, line: &'a [u8] },
-}
-
-/// Splits a script into statement text and dot-command lines: a line whose first
-/// non-blank character is `.`, outside any quoted string.
-fn pieces(src: &[u8]) -> Vec<Piece<'_>> {
-    let mut out = Vec::new();
-    let (mut state, mut seg_start, mut line_start) = (LexState::default(), 0, 0);
-    for line in src.split_inclusive(|&b| b == b'\n') {
-        let trimmed = line.trim_ascii_start();
-        if !state.in_quote() && trimmed.first() == Some(&b'.') {
-            if seg_start < line_start {
-                out.push(Piece::Statements {
-                    start: seg_start,
-                    text: &src[seg_start..line_start],
-                });
-            }
-            out.push(Piece::Command {
-                start: line_start,
-                line: line.trim_ascii(),
-            });
-            seg_start = line_start + line.len();
-            state = LexState::default();
-        } else {
-            state.feed(line);
-        }
-        line_start += line.len();
+/// Opens a script file to run. A directory is refused here, with the error reading it
+/// would give, so that it is reported as a file that cannot be read.
+///
+/// # Errors
+/// Opening `path`, or `path` naming a directory.
+pub fn open_script(path: &Path) -> io::Result<std::fs::File> {
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.is_dir() {
+        return Err(io::Error::from(io::ErrorKind::IsADirectory));
     }
-    if seg_start < src.len() {
-        out.push(Piece::Statements {
-            start: seg_start,
-            text: &src[seg_start..],
-        });
-    }
-    out
+    Ok(file)
 }
 
 impl Shell {
@@ -171,24 +146,41 @@ impl Shell {
     }
 
     /// Runs a script named `name` (a file name, `stdin`, `-c`): its statements and
-    /// dot-commands in order. With `bail`, stops at the first failure.
+    /// dot-commands in order, each as soon as it has been read (the results so far are
+    /// flushed whenever the input makes the shell wait). With `bail`, stops at the first
+    /// failure. A failure to read the input is reported, and ends the script.
     ///
     /// # Errors
     /// Only failures to write the output; statement errors are reported and counted.
-    pub fn run_script(&mut self, name: &str, src: &[u8]) -> io::Result<Flow> {
-        let text = String::from_utf8_lossy(src);
-        for piece in pieces(src) {
+    pub fn run_script(&mut self, name: &str, input: impl Read) -> io::Result<Flow> {
+        let mut reader = ScriptReader::new(input);
+        loop {
             if self.interrupted() {
                 return self.report_interrupt(name);
             }
-            let flow = match piece {
-                Piece::Command { start, line } => {
-                    let pos = cairn_query::Position::of(&text, start);
-                    let at = format!("{name}:{}:{}", pos.line, pos.column);
-                    crate::dot::run(self, &String::from_utf8_lossy(line), &at)?
+            if reader.may_wait() {
+                self.out.flush()?;
+            }
+            let piece = match reader.next_piece() {
+                Ok(Some(piece)) => piece,
+                Ok(None) => break,
+                Err(e) => {
+                    self.error(&format!("{name}: cannot read: {e}"))?;
+                    break;
                 }
-                Piece::Statements { start, text: chunk } => {
-                    self.run_statements(name, &text, start, chunk)?
+            };
+            let flow = match piece {
+                Piece::Command { line, text } => {
+                    crate::dot::run(self, &text, &format!("{name}:{line}:1"))?
+                }
+                Piece::Statements { line, text } => self.run_statements(name, line, &text)?,
+                Piece::TooLong { line } => {
+                    self.error(&format!(
+                        "{name}:{line}:1: a statement or line longer than {} bytes, skipped \
+                         to the end of its line",
+                        Limits::default().max_statement
+                    ))?;
+                    Flow::Continue
                 }
             };
             match flow {
@@ -203,24 +195,21 @@ impl Shell {
         Ok(Flow::Continue)
     }
 
-    fn run_statements(
-        &mut self,
-        name: &str,
-        full: &str,
-        start: usize,
-        chunk: &[u8],
-    ) -> io::Result<Flow> {
-        let script = parse_bytes(chunk);
+    /// Runs the statements of `text`, which starts at line `line` of script `name`.
+    fn run_statements(&mut self, name: &str, line: usize, text: &[u8]) -> io::Result<Flow> {
+        let script = parse_bytes(text);
+        let full = String::from_utf8_lossy(text);
+        let render = |offset, message: &str| render_from_line(name, &full, line, offset, message);
         let mut errors = script.errors.iter().peekable();
         for stmt in &script.statements {
             while let Some(e) = errors.next_if(|e| e.offset < stmt.span.start) {
-                self.error(&render(name, full, start + e.offset, &e.message))?;
+                self.error(&render(e.offset, &e.message))?;
                 if self.settings.bail {
                     return Ok(Flow::Quit);
                 }
             }
             if let Err(message) = self.run_statement(stmt)? {
-                self.error(&render(name, full, start + stmt.span.start, &message))?;
+                self.error(&render(stmt.span.start, &message))?;
                 if self.settings.bail {
                     return Ok(Flow::Quit);
                 }
@@ -230,7 +219,7 @@ impl Shell {
             }
         }
         for e in errors {
-            self.error(&render(name, full, start + e.offset, &e.message))?;
+            self.error(&render(e.offset, &e.message))?;
             if self.settings.bail {
                 return Ok(Flow::Quit);
             }
@@ -323,38 +312,5 @@ impl Shell {
             writeln!(io::stderr().lock(), "rolled back the open transaction")?;
         }
         Ok(failed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shape(src: &str) -> Vec<String> {
-        pieces(src.as_bytes())
-            .into_iter()
-            .map(|p| match p {
-                Piece::Statements { start, text } => {
-                    format!("S{start}:{}", String::from_utf8_lossy(text))
-                }
-                Piece::Command { start, line } => {
-                    format!("C{start}:{}", String::from_utf8_lossy(line))
-                }
-            })
-            .collect()
-    }
-
-    #[test]
-    fn dot_lines_are_split_from_statements_but_not_inside_strings() {
-        assert_eq!(
-            shape("PUT 'a' 'b'\n  .mode csv\nPUT 'c' 'x\n.not a command'\n.tables"),
-            vec![
-                "S0:PUT 'a' 'b'\n",
-                "C12:.mode csv",
-                "S24:PUT 'c' 'x\n.not a command'\n",
-                "C51:.tables",
-            ]
-        );
-        assert!(shape("").is_empty());
     }
 }

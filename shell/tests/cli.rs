@@ -12,12 +12,19 @@ fn cairn(args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn: {e}"));
-    if let Some(mut input) = child.stdin.take() {
-        let _ = input.write_all(stdin);
+    // Written from a thread: the shell runs statements as it reads them, so it may fill
+    // its output pipes before it has read all its input.
+    let writer = child.stdin.take().map(|mut input| {
+        let stdin = stdin.to_vec();
+        std::thread::spawn(move || {
+            let _ = input.write_all(&stdin);
+        })
+    });
+    let output = child.wait_with_output();
+    if let Some(w) = writer {
+        let _ = w.join();
     }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("wait: {e}"))
+    output.unwrap_or_else(|e| panic!("wait: {e}"))
 }
 
 fn text(b: &[u8]) -> String {
@@ -387,4 +394,49 @@ fn a_large_result_in_table_mode_prints_whole_within_bounded_memory() {
         .collect();
     let expected: Vec<String> = (0..ROWS).map(|i| format!("{i:016x}")).collect();
     assert!(keys.iter().copied().eq(expected.iter().map(String::as_str)));
+}
+
+/// A program can drive the shell through a pipe, statement by statement: each result
+/// comes out before the next statement goes in. (Until the thirty-second session the
+/// shell read its whole input before running any of it, and this test would hang.)
+#[test]
+fn statements_from_a_pipe_run_as_they_arrive() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    let (Some(mut input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+        panic!("no pipes");
+    };
+    let (lines, received) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            if lines.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut ask = |statements: &str| -> String {
+        input
+            .write_all(statements.as_bytes())
+            .and_then(|()| input.flush())
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Generous: the answer is not timed, only awaited without the input's end.
+        received
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no answer to {statements:?} with the input open: {e}"))
+    };
+    assert_eq!(ask("PUT 'a' 'one'\nGET 'a'\n"), "a\tone");
+    assert_eq!(ask("PUT 'b' 'two'; COUNT\n"), "2");
+    assert_eq!(ask(".mode csv\nSCAN 'b'\n"), "b,two");
+    drop(input);
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
+    let _ = reader.join();
 }

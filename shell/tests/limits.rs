@@ -14,13 +14,20 @@ fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn: {e}"));
-    if let Some(mut input) = child.stdin.take() {
-        use std::io::Write;
-        let _ = input.write_all(stdin);
+    // Written from a thread: the shell runs statements as it reads them, so it may fill
+    // its output pipes before it has read all its input.
+    let writer = child.stdin.take().map(|mut input| {
+        let stdin = stdin.to_vec();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = input.write_all(&stdin);
+        })
+    });
+    let output = child.wait_with_output();
+    if let Some(w) = writer {
+        let _ = w.join();
     }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("wait: {e}"))
+    output.unwrap_or_else(|e| panic!("wait: {e}"))
 }
 
 fn cairn(args: &[&str]) -> Command {

@@ -48,13 +48,21 @@ fn run_script(script: &Path) -> Vec<String> {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn cairn: {e}"));
-    if let Some(mut stdin) = child.stdin.take() {
-        use std::io::Write;
-        let _ = stdin.write_all(src.as_bytes());
-    }
+    // Written from a thread: the shell runs statements as it reads them, so it may fill
+    // its output pipes before it has read all its input.
+    let writer = child.stdin.take().map(|mut stdin| {
+        let src = src.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(src.as_bytes());
+        })
+    });
     let out = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("wait: {e}"));
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
     let unfill = |s: &[u8]| {
         String::from_utf8_lossy(s)
             .replace(&dir.path().display().to_string(), "{dir}")
