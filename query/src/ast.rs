@@ -42,7 +42,7 @@ impl Literal {
     }
 }
 
-/// The keys a `SCAN` or `COUNT` covers: `[start [end]] [PREFIX p]`, the half-open range
+/// The keys a `SCAN`, `COUNT` or `DELETE RANGE` covers: `[start [end]] [PREFIX p]`, the half-open range
 /// `[start, end)` intersected with the keys that start with `p`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KeyRange {
@@ -60,6 +60,9 @@ pub enum Statement {
     Get { key: Literal },
     /// `DELETE key`
     Delete { key: Literal },
+    /// `DELETE RANGE [start [end]] [PREFIX p]`, or `DELETE PREFIX p`: every key that
+    /// `COUNT` with the same range counts.
+    DeleteRange { range: KeyRange },
     /// `SCAN [start [end]] [PREFIX p] [REVERSE] [LIMIT n]`, options in any order.
     Scan {
         range: KeyRange,
@@ -91,6 +94,7 @@ impl Statement {
             Statement::Put { .. } => "PUT",
             Statement::Get { .. } => "GET",
             Statement::Delete { .. } => "DELETE",
+            Statement::DeleteRange { .. } => "DELETE RANGE",
             Statement::Scan { .. } => "SCAN",
             Statement::Count { .. } => "COUNT",
             Statement::Begin => "BEGIN",

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use cairn_engine::{Batch, Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn};
 
-use crate::ast::{KeyRange, Statement};
+use crate::ast::{KeyRange, LiteralBytes, Statement};
 use crate::error::ExecError;
 
 /// The table a session starts in, created when missing in a writable database.
@@ -26,6 +26,8 @@ pub enum Outcome {
     Put { replaced: bool },
     /// `DELETE`: whether the key was there.
     Delete { existed: bool },
+    /// `DELETE RANGE`: how many keys it removed.
+    DeletedRange { count: u64 },
     /// `GET` and `SCAN`: how many rows were produced.
     Rows(u64),
     /// `COUNT`
@@ -96,6 +98,47 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 /// How many rows a statement produces between looks at its session's interrupt flag.
 const ROWS_PER_LOOK: u64 = 256;
 
+/// A range's lower and upper bounds.
+type KeyBounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+/// The bytes of a [`KeyRange`]'s literals, from which its bounds are borrowed.
+struct RangeKeys<'a> {
+    start: Option<LiteralBytes<'a>>,
+    end: Option<LiteralBytes<'a>>,
+    prefix: Option<LiteralBytes<'a>>,
+    prefix_end: Option<Vec<u8>>,
+}
+
+impl RangeKeys<'_> {
+    fn of(range: &KeyRange) -> RangeKeys<'_> {
+        let prefix = range.prefix.as_ref().map(|l| l.bytes());
+        RangeKeys {
+            start: range.start.as_ref().map(|l| l.bytes()),
+            end: range.end.as_ref().map(|l| l.bytes()),
+            prefix_end: prefix.as_deref().and_then(prefix_end),
+            prefix,
+        }
+    }
+
+    /// `[start, end)` intersected with `[prefix, prefix_end)`; `None` when that is empty.
+    fn bounds(&self) -> Option<KeyBounds<'_>> {
+        let lo = match (self.start.as_deref(), self.prefix.as_deref()) {
+            (Some(s), Some(p)) => Bound::Included(s.max(p)),
+            (Some(b), None) | (None, Some(b)) => Bound::Included(b),
+            (None, None) => Bound::Unbounded,
+        };
+        let hi = match (self.end.as_deref(), self.prefix_end.as_deref()) {
+            (Some(e), Some(p)) => Bound::Excluded(e.min(p)),
+            (Some(b), None) | (None, Some(b)) => Bound::Excluded(b),
+            (None, None) => Bound::Unbounded,
+        };
+        match (lo, hi) {
+            (Bound::Included(l), Bound::Excluded(h)) if l >= h => None,
+            bounds => Some(bounds),
+        }
+    }
+}
+
 /// Runs `f` over the rows of `range` in `t`, forward or reverse, at most `limit` of them;
 /// stops with [`ExecError::Interrupted`] when `interrupt` is raised (looked at before the
 /// first row and every [`ROWS_PER_LOOK`] rows).
@@ -107,26 +150,10 @@ fn for_each_row(
     interrupt: &AtomicBool,
     f: &mut dyn FnMut(&[u8], &[u8]),
 ) -> Result<u64> {
-    let start = range.start.as_ref().map(|l| l.bytes());
-    let end = range.end.as_ref().map(|l| l.bytes());
-    let prefix = range.prefix.as_ref().map(|l| l.bytes());
-    let prefix_end = prefix.as_deref().and_then(prefix_end);
-    // The range is [start, end) intersected with [prefix, prefix_end).
-    let lo = match (start.as_deref(), prefix.as_deref()) {
-        (Some(s), Some(p)) => Bound::Included(s.max(p)),
-        (Some(b), None) | (None, Some(b)) => Bound::Included(b),
-        (None, None) => Bound::Unbounded,
-    };
-    let hi = match (end.as_deref(), prefix_end.as_deref()) {
-        (Some(e), Some(p)) => Bound::Excluded(e.min(p)),
-        (Some(b), None) | (None, Some(b)) => Bound::Excluded(b),
-        (None, None) => Bound::Unbounded,
-    };
-    if let (Bound::Included(l), Bound::Excluded(h)) = (lo, hi)
-        && l >= h
-    {
+    let keys = RangeKeys::of(range);
+    let Some((lo, hi)) = keys.bounds() else {
         return Ok(0);
-    }
+    };
     let rows = t.range(lo, hi)?;
     let rows: Box<dyn Iterator<Item = _>> = if reverse {
         Box::new(rows.rev())
@@ -143,6 +170,21 @@ fn for_each_row(
         n += 1;
     }
     Ok(n)
+}
+
+/// Runs `f` in `txn`, or, when none is open, in a transaction of its own that commits.
+fn in_write_txn<T>(
+    db: &Database,
+    txn: &mut Option<WriteTxn>,
+    f: impl FnOnce(&mut WriteTxn) -> cairn_engine::Result<T>,
+) -> Result<T> {
+    if let Some(txn) = txn {
+        return Ok(f(txn)?);
+    }
+    let mut txn = db.begin_write()?;
+    let out = f(&mut txn)?;
+    txn.commit()?;
+    Ok(out)
 }
 
 /// A connection to a database: the current table and, between `BEGIN` and `COMMIT`, the
@@ -239,6 +281,19 @@ impl Session {
                 let existed = self.write(&key, None)?;
                 Ok(Outcome::Delete { existed })
             }
+            Statement::DeleteRange { range } => {
+                let keys = RangeKeys::of(range);
+                let bounds = keys.bounds();
+                let table = &self.table;
+                let count = in_write_txn(&self.db, &mut self.txn, |txn| {
+                    let mut t = txn.open_table(table)?;
+                    match bounds {
+                        Some(b) => t.remove_range::<[u8], _>(b),
+                        None => Ok(0),
+                    }
+                })?;
+                Ok(Outcome::DeletedRange { count })
+            }
             Statement::Get { key } => {
                 let key = key.bytes();
                 self.read(|t| {
@@ -318,13 +373,7 @@ impl Session {
         &mut self,
         f: impl FnOnce(&mut WriteTxn) -> cairn_engine::Result<T>,
     ) -> Result<T> {
-        if let Some(txn) = &mut self.txn {
-            return Ok(f(txn)?);
-        }
-        let mut txn = self.db.begin_write()?;
-        let out = f(&mut txn)?;
-        txn.commit()?;
-        Ok(out)
+        in_write_txn(&self.db, &mut self.txn, f)
     }
 
     /// Stores `value` under `key` in the current table, or (`None`) removes `key`; returns

@@ -332,7 +332,7 @@ fn put_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     }
 }
 
-/// `key_stmt = ("GET" | "DELETE") literal`
+/// `key_stmt = "GET" literal`
 fn key_stmt(limits: Limits, make: fn(Literal) -> Statement) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
         context(
@@ -341,6 +341,37 @@ fn key_stmt(limits: Limits, make: fn(Literal) -> Statement) -> impl Fn(&str) -> 
         )
         .map(make)
         .parse(i)
+    }
+}
+
+/// `delete = "DELETE" ( literal | "RANGE" range [ "PREFIX" literal ] | "PREFIX" literal )`
+fn delete_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
+    move |i| {
+        // A literal first: `x'00'` starts with a word character.
+        if let (rest, Some(key)) = opt(literal(limits)).parse(i)? {
+            return Ok((rest, Statement::Delete { key }));
+        }
+        match word(i) {
+            Ok((rest, w)) if w.eq_ignore_ascii_case("RANGE") => {
+                let (rest, stmt) = scan_stmt(limits, true)(rest)?;
+                let Statement::Count { range } = stmt else {
+                    return failure(ws(rest)?.0, "the end of the statement");
+                };
+                Ok((rest, Statement::DeleteRange { range }))
+            }
+            Ok((rest, w)) if w.eq_ignore_ascii_case("PREFIX") => {
+                let (rest, p) = context(LITERAL, cut(literal(limits))).parse(rest)?;
+                let range = KeyRange {
+                    prefix: Some(p),
+                    ..KeyRange::default()
+                };
+                Ok((rest, Statement::DeleteRange { range }))
+            }
+            _ => failure(
+                ws(i)?.0,
+                "a key (a quoted string, x'..' or an integer), RANGE or PREFIX",
+            ),
+        }
     }
 }
 
@@ -449,7 +480,7 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
         match verb.to_ascii_uppercase().as_str() {
             "PUT" => put_stmt(limits)(rest),
             "GET" => key_stmt(limits, |key| Statement::Get { key })(rest),
-            "DELETE" => key_stmt(limits, |key| Statement::Delete { key })(rest),
+            "DELETE" => delete_stmt(limits)(rest),
             "SCAN" => scan_stmt(limits, false)(rest),
             "COUNT" => scan_stmt(limits, true)(rest),
             "BEGIN" => Ok((rest, Statement::Begin)),

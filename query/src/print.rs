@@ -85,6 +85,10 @@ impl fmt::Display for Statement {
             Statement::Put { key, value } => write!(f, "PUT {key} {value}"),
             Statement::Get { key } => write!(f, "GET {key}"),
             Statement::Delete { key } => write!(f, "DELETE {key}"),
+            Statement::DeleteRange { range: r } => {
+                f.write_str("DELETE RANGE")?;
+                range(f, r)
+            }
             Statement::Scan {
                 range: r,
                 reverse,

@@ -53,6 +53,7 @@ fn statement() -> impl Strategy<Value = Statement> {
                 limit
             }),
         key_range().prop_map(|range| Statement::Count { range }),
+        key_range().prop_map(|range| Statement::DeleteRange { range }),
         Just(Statement::Begin),
         Just(Statement::Commit),
         Just(Statement::Rollback),

@@ -11,6 +11,15 @@ use crate::shell::{Flow, Shell};
 
 /// Printed by `.help`.
 pub const HELP: &str = "\
+Statements (separated by ; or new lines, keywords in any case):
+  PUT key value           GET key                 DELETE key
+  SCAN [start [end]] [PREFIX p] [REVERSE] [LIMIT n]    (keys in [start, end))
+  COUNT [start [end]] [PREFIX p]
+  DELETE RANGE [start [end]] [PREFIX p]               DELETE PREFIX p
+  BEGIN   COMMIT   ROLLBACK   USE t   CREATE TABLE t   DROP TABLE t   TABLES
+  Literals: 'text', \"text\", x'00ff', 42 (stored as 8 big-endian bytes)
+
+Dot-commands, each on a line of its own:
 .backup FILE          write a consistent copy of the database to FILE
 .check                check every page of the database; fails if it finds a problem
 .compact              move the data to the start of the file and give back the rest

@@ -15,9 +15,9 @@ use rustyline::{Context, Editor, Helper};
 
 use crate::shell::{Flow, Shell};
 
-const KEYWORDS: [&str; 18] = [
+const KEYWORDS: [&str; 19] = [
     "PUT", "GET", "DELETE", "SCAN", "COUNT", "BEGIN", "COMMIT", "ROLLBACK", "USE", "CREATE",
-    "DROP", "TABLE", "TABLES", "PREFIX", "REVERSE", "LIMIT", "main", "x''",
+    "DROP", "TABLE", "TABLES", "PREFIX", "RANGE", "REVERSE", "LIMIT", "main", "x''",
 ];
 
 /// Completion of keywords, dot-commands and table names; multi-line input while a quote

@@ -267,6 +267,11 @@ impl Shell {
                 w.row(&[Cell::Number(n)])?;
                 w.finish()?;
             }
+            Outcome::DeletedRange { count } => {
+                let mut w = RowWriter::new(&mut self.out, mode, headers, &["deleted"])?;
+                w.row(&[Cell::Number(count)])?;
+                w.finish()?;
+            }
             Outcome::Tables(tables) => {
                 let mut w = RowWriter::new(&mut self.out, mode, headers, &["table", "entries"])?;
                 for t in &tables {

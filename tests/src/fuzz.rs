@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cairn_engine::storage::{FaultyStorage, MemoryStorage};
 use cairn_engine::{Database, Durability};
-use cairn_query::{Outcome, Session, Statement, parse_bytes, parse_script};
+use cairn_query::{Literal, Outcome, Session, Statement, parse_bytes, parse_script};
 
 /// Any bytes through the parser: errors inside the input, and every statement prints back
 /// to source that parses to the same statement.
@@ -25,8 +25,9 @@ pub fn parse(data: &[u8]) {
     }
 }
 
-/// Any bytes as a script on an in-memory database: on the default table, PUT/DELETE/GET
-/// with BEGIN/COMMIT/ROLLBACK agree with a model; the file stays consistent.
+/// Any bytes as a script on an in-memory database: on the default table, PUT, DELETE (of
+/// keys and of ranges) and GET with BEGIN/COMMIT/ROLLBACK agree with a model; the file
+/// stays consistent.
 pub fn script(data: &[u8]) {
     let Ok(db) = Database::in_memory() else {
         return;
@@ -56,6 +57,23 @@ pub fn script(data: &[u8]) {
             (Statement::Delete { key }, Ok(out)) => {
                 let existed = view.remove(&key.bytes()[..]).is_some();
                 assert_eq!(out.outcome, Outcome::Delete { existed });
+            }
+            (Statement::DeleteRange { range }, Ok(out)) => {
+                let bytes = |l: &Option<Literal>| l.as_ref().map(|l| l.bytes().to_vec());
+                let (start, end, prefix) =
+                    (bytes(&range.start), bytes(&range.end), bytes(&range.prefix));
+                let gone: Vec<Vec<u8>> = view
+                    .keys()
+                    .filter(|k| start.as_ref().is_none_or(|s| *k >= s))
+                    .filter(|k| end.as_ref().is_none_or(|e| *k < e))
+                    .filter(|k| prefix.as_ref().is_none_or(|p| k.starts_with(p)))
+                    .cloned()
+                    .collect();
+                for k in &gone {
+                    view.remove(k);
+                }
+                let count = gone.len() as u64;
+                assert_eq!(out.outcome, Outcome::DeletedRange { count });
             }
             (Statement::Get { key }, Ok(out)) => {
                 let want: Vec<_> = view

@@ -41,7 +41,18 @@ fn change(
     t: &mut cairn_engine::TableMut<'_>,
 ) -> Result<(), Error> {
     let key = rng.random_range(0u32..400).to_be_bytes().to_vec();
-    if rng.random_bool(0.25) {
+    if rng.random_bool(0.01) {
+        // A range of up to 30 keys: a removal per key in the commit's log record.
+        let end = (u32::from_be_bytes([key[0], key[1], key[2], key[3]]) + rng.random_range(1..30))
+            .to_be_bytes()
+            .to_vec();
+        let removed = t.remove_range(&key[..]..&end[..])?;
+        let gone: Vec<Vec<u8>> = state.range(key..end).map(|(k, _)| k.clone()).collect();
+        assert_eq!(removed, gone.len() as u64);
+        for k in gone {
+            state.remove(&k);
+        }
+    } else if rng.random_bool(0.25) {
         t.remove(&key)?;
         state.remove(&key);
     } else {

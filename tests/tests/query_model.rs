@@ -1,11 +1,12 @@
 //! Random scripts run through the parser and the executor, checked against a model of
 //! tables with transactions: autocommit statements, BEGIN/COMMIT/ROLLBACK, failing
-//! statements inside a transaction, table creation, dropping and switching, reopening.
+//! statements inside a transaction, range deletes, table creation, dropping and
+//! switching, reopening.
 
 use std::collections::BTreeMap;
 
 use cairn_engine::Database;
-use cairn_query::{ExecError, Outcome, Session, Statement, parse_script};
+use cairn_query::{ExecError, KeyRange, Outcome, Session, Statement, parse_script};
 use cairn_tests::{scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -46,7 +47,13 @@ fn statement(rng: &mut SmallRng) -> String {
     let table = ["main", "t1", "t2"][rng.random_range(0..3)];
     match rng.random_range(0..100) {
         0..=29 => format!("PUT {} '{}'", key(rng), "v".repeat(rng.random_range(0..30))),
-        30..=39 => format!("DELETE {}", key(rng)),
+        30..=37 => format!("DELETE {}", key(rng)),
+        38..=39 => match rng.random_range(0..4) {
+            0 => format!("DELETE PREFIX {}", key(rng)),
+            1 => format!("DELETE RANGE {} {}", key(rng), key(rng)),
+            2 => format!("DELETE RANGE {} PREFIX {}", key(rng), key(rng)),
+            _ => format!("delete range {}", key(rng)),
+        },
         40..=49 => format!("GET {}", key(rng)),
         50..=59 => {
             let mut s = "SCAN".to_owned();
@@ -83,6 +90,21 @@ fn statement(rng: &mut SmallRng) -> String {
         89..=94 => format!("USE {table}"),
         _ => "TABLES".into(),
     }
+}
+
+/// The entries of `t` in `range`, by their definition: at or after the start, before the
+/// end, starting with the prefix.
+fn in_range<'a>(
+    t: &'a BTreeMap<Vec<u8>, Vec<u8>>,
+    range: &KeyRange,
+) -> impl Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)> {
+    let start = range.start.as_ref().map(|l| l.bytes().to_vec());
+    let end = range.end.as_ref().map(|l| l.bytes().to_vec());
+    let prefix = range.prefix.as_ref().map(|l| l.bytes().to_vec());
+    t.iter()
+        .filter(move |(k, _)| start.as_ref().is_none_or(|s| *k >= s))
+        .filter(move |(k, _)| end.as_ref().is_none_or(|e| *k < e))
+        .filter(move |(k, _)| prefix.as_ref().is_none_or(|p| k.starts_with(p)))
 }
 
 /// What the model says `stmt` returns: rows for reads, a count, or an error.
@@ -153,20 +175,22 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             let rows: Vec<_> = t.get(&k).map(|v| (k, v.clone())).into_iter().collect();
             Ok((Outcome::Rows(rows.len() as u64), rows))
         }
+        Statement::DeleteRange { range } => {
+            let t = m.view_mut().get_mut(&table).ok_or(())?;
+            let gone: Vec<Vec<u8>> = in_range(t, range).map(|(k, _)| k.clone()).collect();
+            for k in &gone {
+                t.remove(k);
+            }
+            let count = gone.len() as u64;
+            Ok((Outcome::DeletedRange { count }, vec![]))
+        }
         Statement::Scan { range, .. } | Statement::Count { range } => {
             let (reverse, limit) = match stmt {
                 Statement::Scan { reverse, limit, .. } => (*reverse, *limit),
                 _ => (false, None),
             };
             let t = m.view().get(&table).ok_or(())?;
-            let start = range.start.as_ref().map(|l| l.bytes().to_vec());
-            let end = range.end.as_ref().map(|l| l.bytes().to_vec());
-            let prefix = range.prefix.as_ref().map(|l| l.bytes().to_vec());
-            let mut rows: Rows = t
-                .iter()
-                .filter(|(k, _)| start.as_ref().is_none_or(|s| *k >= s))
-                .filter(|(k, _)| end.as_ref().is_none_or(|e| *k < e))
-                .filter(|(k, _)| prefix.as_ref().is_none_or(|p| k.starts_with(p)))
+            let mut rows: Rows = in_range(t, range)
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             if reverse {
@@ -194,7 +218,7 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
         table: "main".into(),
     };
     model.committed.insert("main".into(), BTreeMap::new());
-    let (mut succeeded, mut failed, mut rows_seen) = (0, 0, 0);
+    let (mut succeeded, mut failed, mut rows_seen, mut range_deleted) = (0, 0, 0, 0);
     for step in 0..scale("CAIRN_QUERY_OPS", 3000) {
         if rng.random_range(0..200) == 0 {
             let rolled_back = session.close();
@@ -213,6 +237,9 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
             (Ok(out), Ok((outcome, rows))) => {
                 assert_eq!(out.outcome, outcome, "step {step}: {src}");
                 assert_eq!(out.rows, rows, "step {step}: {src}");
+                if let Outcome::DeletedRange { count } = outcome {
+                    range_deleted += count;
+                }
                 succeeded += 1;
                 rows_seen += rows.len();
             }
@@ -223,10 +250,11 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
         assert_eq!(session.table(), model.table);
     }
     eprintln!(
-        "{succeeded} statements succeeded, {failed} failed as the model said, {rows_seen} rows compared"
+        "{succeeded} statements succeeded, {failed} failed as the model said, {rows_seen} rows \
+         compared, {range_deleted} keys deleted by ranges"
     );
     assert!(
-        succeeded > failed && rows_seen > 500,
+        succeeded > failed && rows_seen > 500 && range_deleted > 0,
         "the script exercises too little"
     );
     Ok(())

@@ -50,6 +50,30 @@ fn every_statement_form() {
         }
     );
     assert_eq!(one("Delete 'k'"), Statement::Delete { key: text("k") });
+    assert_eq!(
+        one("DELETE x'00'"),
+        Statement::Delete {
+            key: Literal::Blob(vec![0])
+        }
+    );
+    assert_eq!(
+        one("DELETE RANGE"),
+        Statement::DeleteRange {
+            range: KeyRange::default()
+        }
+    );
+    assert_eq!(
+        one("delete range 'a' 'b' prefix 'x'"),
+        Statement::DeleteRange {
+            range: range(Some(text("a")), Some(text("b")), Some(text("x")))
+        }
+    );
+    assert_eq!(
+        one("DELETE PREFIX 'user:'"),
+        Statement::DeleteRange {
+            range: range(None, None, Some(text("user:")))
+        }
+    );
     let scan = |range, reverse, limit| Statement::Scan {
         range,
         reverse,
@@ -189,6 +213,23 @@ fn each_error_class_reports_its_position() {
         ("GET 'a' 'b'", (1, 9), "expected the end of the statement"),
         ("SCAN 'a' FOO", (1, 10), "expected PREFIX, REVERSE, LIMIT"),
         ("COUNT REVERSE", (1, 7), "expected PREFIX or the end"),
+        (
+            "DELETE",
+            (1, 7),
+            "expected a key (a quoted string, x'..' or an integer), RANGE or PREFIX",
+        ),
+        ("DELETE ALL", (1, 8), "expected a key"),
+        (
+            "DELETE RANGE 1 2 LIMIT 3",
+            (1, 18),
+            "expected PREFIX or the end",
+        ),
+        ("DELETE PREFIX", (1, 14), "expected a quoted string"),
+        (
+            "DELETE PREFIX 'a' 'b'",
+            (1, 19),
+            "expected the end of the statement",
+        ),
         ("SCAN LIMIT 1 LIMIT 2", (1, 14), "LIMIT given twice"),
         ("SCAN LIMIT", (1, 11), "expected a number of rows"),
         ("SCAN LIMIT 'a'", (1, 12), "expected a number of rows"),
