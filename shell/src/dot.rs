@@ -6,8 +6,8 @@ use std::path::Path;
 use cairn_engine::{PageInfo, ReadTxn};
 use cairn_query::{DEFAULT_TABLE, Literal, Outcome, Statement, display_bytes};
 
-use crate::render::{Cell, Mode, RowWriter};
-use crate::shell::{Flow, Shell};
+use crate::render::{Cell, Mode};
+use crate::shell::{Flow, Shell, row_writer};
 
 /// Printed by `.help`.
 pub const HELP: &str = "\
@@ -28,7 +28,9 @@ Dot-commands, each on a line of its own:
 .headers on|off       print column names, or not
 .help                 show this list
 .mode MODE            output mode: table, plain, csv, json or line
+.once FILE            send the results of the next line to FILE
 .open FILE            close this database and open FILE (created if missing)
+.output [FILE]        send results to FILE (emptied first), or back to the screen
 .page N               page N decoded: its kind, the commit that wrote it, its entries
 .pages                every page: its kind, the tree it belongs to, items and fill
                       (a run - the log, a large value, the freelist - in one row)
@@ -45,9 +47,9 @@ Ctrl-D leaves (an open transaction is rolled back).";
 const MAX_READ_DEPTH: usize = 16;
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 16] = [
-    ".backup", ".check", ".dump", ".exit", ".headers", ".help", ".mode", ".open", ".quit", ".read",
-    ".stats", ".tables", ".timer", ".compact", ".pages", ".page",
+pub const COMMANDS: [&str; 18] = [
+    ".backup", ".check", ".dump", ".exit", ".headers", ".help", ".mode", ".once", ".open",
+    ".output", ".quit", ".read", ".stats", ".tables", ".timer", ".compact", ".pages", ".page",
 ];
 
 fn on_off(arg: Option<&str>) -> Option<bool> {
@@ -152,6 +154,20 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
                 .unwrap_or_default()
         }),
         ".compact" => arity(0..=0, ".compact").and_then(|()| compact(shell)),
+        ".output" if args.is_empty() => {
+            let file = shell.out.file().unwrap_or_default().to_owned();
+            shell.out.send_to_stdout().map(|()| String::new()).map_err(|e| {
+                shell.out.drop_file();
+                format!("cannot write {file}: {e}")
+            })
+        }
+        ".output" | ".once" => arity(1..=1, &format!("{command} FILE")).and_then(|()| {
+            shell
+                .out
+                .send_to_file(args[0], command == ".once")
+                .map(|()| String::new())
+                .map_err(|e| format!("cannot write {}: {e}", args[0]))
+        }),
         _ => Err(format!(
             "unknown command {command}: .help lists the commands"
         )),
@@ -192,12 +208,7 @@ fn print_rows<const N: usize>(
     rows: Vec<[Cell<'_>; N]>,
 ) -> Result<String, String> {
     let print = |shell: &mut Shell| -> io::Result<()> {
-        let mut w = RowWriter::new(
-            &mut shell.out,
-            shell.settings.mode,
-            shell.settings.headers,
-            columns,
-        )?;
+        let mut w = row_writer(&mut shell.out, shell.settings, columns)?;
         for row in &rows {
             w.row(row)?;
         }

@@ -9,6 +9,7 @@ mod cli;
 mod compact;
 mod dot;
 mod info;
+mod output;
 mod render;
 mod repl;
 mod script_reader;

@@ -108,6 +108,15 @@ impl<'w> RowWriter<'w> {
         Ok(w)
     }
 
+    /// Lays tables out at their natural width, not the terminal's (results going to a
+    /// file).
+    pub fn natural_width(mut self) -> RowWriter<'w> {
+        if let Some(t) = &mut self.table {
+            t.natural_width();
+        }
+        self
+    }
+
     /// Lets `flag` stop a table's printing part-way (its rows are laid out a chunk at a
     /// time, and a chunk takes a while to print on a terminal).
     pub fn interruptible(mut self, flag: &'w AtomicBool) -> RowWriter<'w> {

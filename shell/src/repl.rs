@@ -166,7 +166,7 @@ pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
                 let _ = editor.add_history_entry(line.as_str());
                 shell.clear_interrupt();
                 let flow = shell.run_script("stdin", line.as_bytes())?;
-                shell.out.flush()?;
+                shell.flush()?;
                 match flow {
                     Flow::Quit => break,
                     Flow::Interrupted => shell.clear_interrupt(),

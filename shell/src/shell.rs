@@ -2,7 +2,7 @@
 //! printed in the current mode, errors reported with their position.
 
 use std::borrow::Cow;
-use std::io::{self, BufWriter, Read, Stdout, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +14,7 @@ use cairn_query::{
     render_from_line,
 };
 
+use crate::output::Output;
 use crate::render::{Cell, Mode, RowWriter};
 use crate::script_reader::{Piece, ScriptReader};
 use crate::timer::Stamp;
@@ -42,7 +43,8 @@ pub struct Shell {
     /// The file, or `:memory:`.
     pub label: String,
     pub settings: Settings,
-    pub out: BufWriter<Stdout>,
+    /// Where results go: standard output, or a file (`.output`, `.once`).
+    pub out: Output,
     /// Whether any statement or command has failed.
     pub failed: bool,
     /// How many `.read` commands are running inside each other.
@@ -50,6 +52,21 @@ pub struct Shell {
     /// Raised by Ctrl-C (see [`Shell::catch_interrupts`]); the session's statements look
     /// at it too.
     interrupt: Arc<AtomicBool>,
+}
+
+/// A writer of result rows to `out` in the mode and with the headers of `settings`;
+/// tables at their natural width when results go to a file.
+///
+/// # Errors
+/// Writing the first lines of output.
+pub fn row_writer<'w>(
+    out: &'w mut Output,
+    settings: Settings,
+    columns: &'static [&'static str],
+) -> io::Result<RowWriter<'w>> {
+    let to_file = out.file().is_some();
+    let w = RowWriter::new(out, settings.mode, settings.headers, columns)?;
+    Ok(if to_file { w.natural_width() } else { w })
 }
 
 /// Opens `file` (created if missing unless read-only), or a database in memory.
@@ -93,7 +110,7 @@ impl Shell {
             session,
             label,
             settings,
-            out: BufWriter::new(io::stdout()),
+            out: Output::stdout(),
             failed: false,
             reading: 0,
             interrupt,
@@ -140,9 +157,42 @@ impl Shell {
     /// Reports an error on standard error (after flushing results, to keep the order).
     pub fn error(&mut self, message: &str) -> io::Result<()> {
         self.failed = true;
-        self.out.flush()?;
+        self.flush_before_stderr()?;
         let mut err = io::stderr().lock();
         writeln!(err, "{message}")
+    }
+
+    /// Flushes the results before a message on standard error. Failing to write a file
+    /// of results is left to the next write to report (see [`Shell::output_failed`]).
+    fn flush_before_stderr(&mut self) -> io::Result<()> {
+        match self.out.flush() {
+            Err(e) if self.out.file().is_none() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Flushes the results.
+    ///
+    /// # Errors
+    /// Writing to standard output (a closed pipe ends the shell).
+    pub fn flush(&mut self) -> io::Result<()> {
+        match self.out.flush() {
+            Err(e) => self.output_failed(e),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Deals with a failure to write results: to a file (a full disk), it is reported
+    /// and the results go to standard output again; to standard output (a closed pipe),
+    /// it is returned, and ends the shell.
+    fn output_failed(&mut self, e: io::Error) -> io::Result<()> {
+        let Some(file) = self.out.file().map(str::to_owned) else {
+            return Err(e);
+        };
+        self.out.drop_file();
+        self.error(&format!(
+            "cannot write {file}: {e} (results go to standard output again)"
+        ))
     }
 
     /// Runs a script named `name` (a file name, `stdin`, `-c`): its statements and
@@ -159,7 +209,7 @@ impl Shell {
                 return self.report_interrupt(name);
             }
             if reader.may_wait() {
-                self.out.flush()?;
+                self.flush()?;
             }
             let piece = match reader.next_piece() {
                 Ok(Some(piece)) => piece,
@@ -169,17 +219,23 @@ impl Shell {
                     break;
                 }
             };
-            let flow = match piece {
+            let ran = match piece {
                 Piece::Command { line, text } => {
-                    crate::dot::run(self, &text, &format!("{name}:{line}:1"))?
+                    crate::dot::run(self, &text, &format!("{name}:{line}:1"))
                 }
-                Piece::Statements { line, text } => self.run_statements(name, line, &text)?,
-                Piece::TooLong { line } => {
-                    self.error(&format!(
+                Piece::Statements { line, text } => self.run_statements(name, line, &text),
+                Piece::TooLong { line } => self
+                    .error(&format!(
                         "{name}:{line}:1: a statement or line longer than {} bytes, skipped \
                          to the end of its line",
                         Limits::default().max_statement
-                    ))?;
+                    ))
+                    .map(|()| Flow::Continue),
+            };
+            let flow = match ran.and_then(|flow| self.out.line_done().map(|()| flow)) {
+                Ok(flow) => flow,
+                Err(e) => {
+                    self.output_failed(e)?;
                     Flow::Continue
                 }
             };
@@ -230,13 +286,12 @@ impl Shell {
     /// Runs one statement and prints its result; `Ok(Err(message))` when it failed.
     fn run_statement(&mut self, stmt: &Located) -> io::Result<Result<(), String>> {
         let started = Stamp::now();
-        let Settings { mode, headers, .. } = self.settings;
         let produces_rows = matches!(
             stmt.statement,
             Statement::Get { .. } | Statement::Scan { .. }
         );
         let outcome = if produces_rows {
-            let mut writer = RowWriter::new(&mut self.out, mode, headers, &["key", "value"])?
+            let mut writer = row_writer(&mut self.out, self.settings, &["key", "value"])?
                 .interruptible(&self.interrupt);
             let mut io_error = None;
             let result = self.session.run(&stmt.statement, &mut |k, v| {
@@ -263,17 +318,17 @@ impl Shell {
         };
         match outcome {
             Outcome::Count(n) => {
-                let mut w = RowWriter::new(&mut self.out, mode, headers, &["count"])?;
+                let mut w = row_writer(&mut self.out, self.settings, &["count"])?;
                 w.row(&[Cell::Number(n)])?;
                 w.finish()?;
             }
             Outcome::DeletedRange { count } => {
-                let mut w = RowWriter::new(&mut self.out, mode, headers, &["deleted"])?;
+                let mut w = row_writer(&mut self.out, self.settings, &["deleted"])?;
                 w.row(&[Cell::Number(count)])?;
                 w.finish()?;
             }
             Outcome::Tables(tables) => {
-                let mut w = RowWriter::new(&mut self.out, mode, headers, &["table", "entries"])?;
+                let mut w = row_writer(&mut self.out, self.settings, &["table", "entries"])?;
                 for t in &tables {
                     w.row(&[Cell::Text(Cow::Borrowed(&t.name)), Cell::Number(t.len)])?;
                 }
@@ -305,13 +360,13 @@ impl Shell {
 
     /// A message on standard error that is not a failure.
     pub fn note(&mut self, message: &str) -> io::Result<()> {
-        self.out.flush()?;
+        self.flush_before_stderr()?;
         writeln!(io::stderr().lock(), "{message}")
     }
 
     /// Ends the session; says so when that rolls back a transaction.
     pub fn close(mut self) -> io::Result<bool> {
-        self.out.flush()?;
+        self.flush()?;
         let failed = self.failed;
         if self.session.close() {
             writeln!(io::stderr().lock(), "rolled back the open transaction")?;

@@ -440,3 +440,57 @@ fn statements_from_a_pipe_run_as_they_arrive() {
     assert!(status.success());
     let _ = reader.join();
 }
+
+/// `.output FILE` sends results to FILE until `.output` alone; `.once FILE` for the next
+/// line only; tables in a file are at their natural width; a file that cannot be written
+/// (a full disk: `/dev/full`) is reported, and the results go to standard output again.
+#[test]
+fn output_and_once_send_results_to_files() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let all = dir.path().join("all.csv");
+    let once = dir.path().join("once.txt");
+    let script = format!(
+        "PUT 'a' 'x,y'; PUT 'b' 'long value {long}'\n.mode csv\n.headers on\n.output {all}\n\
+         SCAN\nCOUNT\n.output\nGET 'a'\n.mode table\n.once {once}\nSCAN\nCOUNT\n\
+         .output /dev/full\nSCAN\nGET 'a'\n.output {dir}/no/such/dir/x\nGET 'a'\n",
+        long = "v".repeat(300),
+        all = path(&all),
+        once = path(&once),
+        dir = path(dir.path()),
+    );
+    let o = cairn(&[], script.as_bytes());
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        read(&all),
+        format!(
+            "key,value\na,\"x,y\"\nb,long value {}\ncount\n2\n",
+            "v".repeat(300)
+        )
+    );
+    let table = read(&once);
+    assert_eq!(table.lines().count(), 6, "{table}");
+    assert!(
+        table.contains(&format!("│ b   ┆ long value {} │", "v".repeat(300))),
+        "{table}"
+    );
+    // On standard output: the GET after `.output`, the COUNT after the `.once` line, and
+    // the GETs after each failure.
+    assert_eq!(out.matches("│ a   ┆ x,y   │").count(), 2, "{out}");
+    assert!(out.starts_with("key,value\na,\"x,y\"\n"), "{out}");
+    assert!(
+        out.contains("│ count │") && out.contains("│ 2     │"),
+        "{out}"
+    );
+    assert!(!out.contains("long value"), "{out}");
+    assert!(
+        err.contains("cannot write /dev/full: No space left on device")
+            && err.contains("(results go to standard output again)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":16:1: cannot write ") && err.contains("no/such/dir/x"),
+        "{err}"
+    );
+}

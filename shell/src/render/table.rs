@@ -24,6 +24,9 @@ pub struct StreamedTable {
     widths: Option<Vec<u16>>,
     /// A terminal width for tests; `None` asks the terminal.
     width: Option<u16>,
+    /// Whether to lay tables out at their natural width, whatever the terminal's (for a
+    /// file).
+    natural: bool,
 }
 
 /// Terminals narrower than this many columns get the table at its natural width: fitted
@@ -38,7 +41,13 @@ impl StreamedTable {
             pending: Vec::new(),
             widths: None,
             width: None,
+            natural: false,
         }
+    }
+
+    /// Lays the table out at its natural width, not the terminal's.
+    pub fn natural_width(&mut self) {
+        self.natural = true;
     }
 
     #[cfg(test)]
@@ -120,6 +129,9 @@ impl StreamedTable {
             }
         }
         fit(&mut t);
+        if self.natural {
+            t.set_content_arrangement(ContentArrangement::Disabled);
+        }
         for (i, line) in t.lines().enumerate() {
             if interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
                 break;
