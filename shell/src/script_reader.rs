@@ -10,6 +10,9 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use cairn_query::{LexState, Limits};
 
+/// The UTF-8 byte-order mark.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
 /// A piece of a script, numbered by the line it starts on (from 1).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Piece {
@@ -78,6 +81,10 @@ impl<R: Read> ScriptReader<R> {
         loop {
             let start = text.len();
             let end = self.read_line(&mut text)?;
+            if line == 1 && start == 0 && text.starts_with(BOM) {
+                // A byte-order mark, as some editors begin a UTF-8 file with: not text.
+                text.drain(..BOM.len());
+            }
             if first && end != LineEnd::TooLong {
                 let trimmed = text.trim_ascii();
                 if trimmed.first() == Some(&b'.') {
@@ -172,6 +179,11 @@ mod tests {
         assert_eq!(
             pieces("\n\nGET 1", 1 << 20),
             vec!["S1:\n", "S2:\n", "S3:GET 1"]
+        );
+        // A byte-order mark at the start is dropped; anywhere else it is text.
+        assert_eq!(
+            pieces("\u{feff}.mode csv\n\u{feff}GET 1", 1 << 20),
+            vec!["C1:.mode csv", "S2:\u{feff}GET 1"]
         );
     }
 
