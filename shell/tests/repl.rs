@@ -1,6 +1,6 @@
 //! The interactive shell on a pseudo-terminal, as a person at a keyboard uses it: prompts,
-//! tables, Tab completion, multi-line input, transactions, Ctrl-C at the prompt and while a
-//! statement runs, Ctrl-D rolling back an open transaction.
+//! tables, Tab completion, multi-line input, lines typed ahead, transactions, Ctrl-C at
+//! the prompt and while a statement runs, Ctrl-D rolling back an open transaction.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -150,6 +150,14 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
     let count = term.enter("COUNT", "main> ");
     assert!(count.contains("│ 2     │"), "{count}");
 
+    // Lines typed (or pasted without bracketed paste) ahead of the prompt all run: the
+    // editor keeps what it read past a line's end for the next line. (Until the
+    // thirty-second session, rustyline dropped it: only the first line ran.)
+    term.type_keys("PUT 'k1' 1\rPUT 'k2' 2\rCOUNT PREFIX 'k'\r");
+    let ahead = term.expect("│ count │");
+    let ahead = ahead + &term.prompt("main> ");
+    assert!(ahead.contains("│ 2     │"), "{ahead}");
+
     // Ctrl-C at the prompt drops what was typed.
     term.type_keys("DELETE 'apple'");
     term.expect("DELETE 'apple'");
@@ -160,7 +168,7 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
     // goes on.
     term.type_keys("USE many; SCAN; PUT 'skipped' 1\r");
     term.expect("\x1b[?2004l");
-    // (Collecting 300,000 rows and laying them out takes seconds.)
+    // (Printing 300,000 rows on a terminal takes seconds.)
     std::thread::sleep(Duration::from_millis(200));
     let pid = Pid::from_raw(i32::try_from(term.child.id())?);
     kill(pid, Signal::SIGINT)?;
@@ -195,6 +203,7 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
         "Ctrl-C at the prompt ran nothing"
     );
     assert_eq!(main.get(b"two\nlines")?, Some(&b"v"[..]));
+    assert_eq!(main.len(), 4, "apple, two lines, k1, k2");
     assert_eq!(main.get(b"uncommitted")?, None);
     assert_eq!(r.open_table("many")?.get(b"skipped")?, None);
     Ok(())
