@@ -156,10 +156,14 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         ".compact" => arity(0..=0, ".compact").and_then(|()| compact(shell)),
         ".output" if args.is_empty() => {
             let file = shell.out.file().unwrap_or_default().to_owned();
-            shell.out.send_to_stdout().map(|()| String::new()).map_err(|e| {
-                shell.out.drop_file();
-                format!("cannot write {file}: {e}")
-            })
+            shell
+                .out
+                .send_to_stdout()
+                .map(|()| String::new())
+                .map_err(|e| {
+                    shell.out.drop_file();
+                    format!("cannot write {file}: {e}")
+                })
         }
         ".output" | ".once" => arity(1..=1, &format!("{command} FILE")).and_then(|()| {
             shell
