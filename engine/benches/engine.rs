@@ -5,7 +5,8 @@
 //! one durable single-put commit on a real file; `commit_eventual` one single-put update
 //! of a 100,000-key table committed without a sync (the commit's own CPU: copying the path,
 //! encoding and writing its pages); `put_large` 32 MiB of values of one size in one
-//! Eventual transaction on a real file.
+//! Eventual transaction on a real file; `remove_range` and `remove_each` every key of a
+//! table in one transaction, by range and key by key.
 
 use std::hint::black_box;
 
@@ -203,11 +204,48 @@ fn put_large(c: &mut Criterion) {
     g.finish();
 }
 
+/// Removing every key of a table in one transaction (rolled back, not committed): with
+/// `remove_range`, and with one `remove` per key in key order.
+fn remove(c: &mut Criterion) {
+    for each in [false, true] {
+        let name = if each { "remove_each" } else { "remove_range" };
+        let mut g = c.benchmark_group(name);
+        for n in SIZES {
+            g.throughput(Throughput::Elements(n));
+            let ks = keys(n, false);
+            g.bench_with_input(BenchmarkId::from_parameter(n), &ks, |b, ks| {
+                b.iter_batched(
+                    || loaded(n),
+                    // The database is handed back, to be dropped outside the timing.
+                    |db| -> cairn_engine::Result<(u64, Database)> {
+                        let mut w = db.begin_write()?;
+                        let mut t = w.open_table("t")?;
+                        let removed = if each {
+                            let mut removed = 0;
+                            for k in ks {
+                                removed += u64::from(t.remove(k)?);
+                            }
+                            removed
+                        } else {
+                            t.remove_range::<[u8], _>(..)?
+                        };
+                        drop(w);
+                        Ok((black_box(removed), db))
+                    },
+                    BatchSize::PerIteration,
+                );
+            });
+        }
+        g.finish();
+    }
+}
+
 criterion_group!(
     benches,
     insert,
     get,
     scan,
+    remove,
     commit_durable,
     commit_eventual,
     put_large

@@ -298,11 +298,11 @@ impl<'t> TableMut<'t> {
         })
     }
 
-    /// Removes every entry with a key in `r`; returns how many there were.
+    /// Removes every entry with a key in `r`; returns how many there were. The entries
+    /// go a leaf at a time.
     ///
-    /// Each entry goes as [`TableMut::remove`] would take it, so the commit's log record
-    /// names every removed key: a durable commit that removes many (over about 128 KiB of
-    /// keys) syncs the file instead of logging.
+    /// The commit's log record names every removed key: a durable commit that removes
+    /// many (over about 128 KiB of keys) syncs the file instead of logging.
     ///
     /// # Errors
     /// Corruption found on the way. Entries removed before it stay removed in this
@@ -313,24 +313,45 @@ impl<'t> TableMut<'t> {
         R: RangeBounds<K>,
     {
         let end = bounds(r.end_bound());
+        let within = |k: &[u8]| match end {
+            Bound::Included(e) => compare(k, e).is_le(),
+            Bound::Excluded(e) => compare(k, e).is_lt(),
+            Bound::Unbounded => true,
+        };
         let mut start = bounds(r.start_bound()).map(<[u8]>::to_vec);
-        let mut key = Vec::new();
+        let mut first = Vec::new();
         let mut removed = 0;
         loop {
             {
                 let lo = start.as_ref().map(Vec::as_slice);
                 let mut entries = self.range::<[u8], _>((lo, end))?;
                 let Some(entry) = entries.next() else { break };
-                key.clear();
-                key.extend_from_slice(entry?.0);
+                first.clear();
+                first.extend_from_slice(entry?.0);
             }
-            self.remove(&key)?;
-            removed += 1;
-            // The next entry is after this one; the old bound's buffer takes the next key.
-            let old = std::mem::replace(&mut start, Bound::Excluded(std::mem::take(&mut key)));
-            if let Bound::Included(buf) | Bound::Excluded(buf) = old {
-                key = buf;
+            let name = &self.name;
+            let (n, last) = self.txn.logged_removals(name, |txn, keys, ends| {
+                let n = txn.with_tree(name, |w, meta| {
+                    let n = w.remove_run(&mut meta.root, &first, &within, &mut |k| {
+                        keys.extend_from_slice(k);
+                        ends.push(keys.len());
+                    })?;
+                    meta.len -= n as u64;
+                    Ok(n as u64)
+                })?;
+                let from = ends.len().checked_sub(2).map_or(0, |i| ends[i]);
+                Ok((n, keys[from..].to_vec()))
+            })?;
+            if n == 0 {
+                // The range found `first`, so its leaf holds it: the tree is not sound.
+                return Err(Error::corrupt(
+                    0,
+                    "internal: a key found in a range was not removed",
+                ));
             }
+            removed += n;
+            // The next run starts after the last key removed.
+            start = Bound::Excluded(last);
         }
         Ok(removed)
     }

@@ -121,6 +121,31 @@ impl WriteTxn {
         out
     }
 
+    /// Runs `change`, which removes keys from `table` and appends each to `keys` (its end
+    /// in `ends`), and records their removals for the commit log, as [`WriteTxn::logged`]
+    /// does one operation's.
+    pub(crate) fn logged_removals<T>(
+        &mut self,
+        table: &str,
+        change: impl FnOnce(&mut WriteTxn, &mut Vec<u8>, &mut Vec<usize>) -> Result<T>,
+    ) -> Result<T> {
+        let (mut keys, mut ends) = (Vec::new(), Vec::new());
+        let out = change(self, &mut keys, &mut ends);
+        let keep = out.is_ok()
+            && self.ops.as_mut().is_some_and(|ops| {
+                let mut start = 0;
+                ends.iter().all(|&end| {
+                    let key = &keys[start..end];
+                    start = end;
+                    ops.record(Some(table), LogOp::Delete(key))
+                })
+            });
+        if !keep {
+            self.ops = None;
+        }
+        out
+    }
+
     /// The id this transaction's commit will have.
     pub fn txid(&self) -> u64 {
         self.txid

@@ -1,8 +1,9 @@
-//! Removing from a tree: copy the path down, remove in the leaf, then merge a node that
-//! fell under a quarter of a page into a sibling when the two fit in one page, and
-//! shorten the tree when its root is left with one child.
+//! Removing from a tree: copy the path down, remove in the leaf (one entry, or a run of
+//! them for a range), then merge a node that fell under a quarter of a page into a
+//! sibling when the two fit in one page, and shorten the tree when its root is left with
+//! one child.
 
-use super::{MAX_DEPTH, Node, TreeWriter, Value};
+use super::{LeafNode, MAX_DEPTH, Node, TreeWriter};
 use crate::error::{Error, Result};
 use crate::format::{BRANCH_HEADER, ChildRef, LEAF_HEADER, branch_entry_size};
 
@@ -16,11 +17,47 @@ impl TreeWriter<'_> {
         };
         let Some(r) = *root else { return Ok(false) };
         let id = self.own(r)?;
-        let old = self.remove_at(id, &path, 0)?;
+        let old = self.remove_at(id, &path, 0, &mut |leaf, i| leaf.remove(i))?;
         *root = Some(ChildRef { page: id, crc: 0 });
         self.shorten(root);
         self.free_value(&old)?;
         Ok(true)
+    }
+
+    /// Removes, from the leaf that holds `first` (a key of the tree under `root`), the
+    /// entries from `first` on for as long as `within` holds of their keys, handing each
+    /// key to `removed` first, in order; returns how many it removed. A range is removed a
+    /// leaf at a time: one descent per leaf, not per key.
+    pub fn remove_run(
+        &mut self,
+        root: &mut Option<ChildRef>,
+        first: &[u8],
+        within: &dyn Fn(&[u8]) -> bool,
+        removed: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize> {
+        let Some(path) = self.pages().path(*root, first)? else {
+            return Ok(0);
+        };
+        let Some(r) = *root else { return Ok(0) };
+        let id = self.own(r)?;
+        let olds = self.remove_at(id, &path, 0, &mut |leaf, i| {
+            let mut end = i;
+            while end < leaf.len() && within(leaf.key(end)?) {
+                removed(leaf.key(end)?);
+                end += 1;
+            }
+            // From the back: each removal moves only the entries after it.
+            (i..end)
+                .rev()
+                .map(|j| leaf.remove(j))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        *root = Some(ChildRef { page: id, crc: 0 });
+        self.shorten(root);
+        for old in &olds {
+            self.free_value(old)?;
+        }
+        Ok(olds.len())
     }
 
     /// Shortens the tree under an owned `root`: an empty root leaf empties the tree; a
@@ -42,26 +79,33 @@ impl TreeWriter<'_> {
         }
     }
 
-    /// Removes the entry at the end of `path` (child indexes from node `id` down, then the
-    /// entry's index in its leaf); returns what its value was.
-    fn remove_at(&mut self, id: u64, path: &[usize], depth: usize) -> Result<Value> {
+    /// Follows `path` (child indexes from node `id` down, then an entry's index in its
+    /// leaf), copying the nodes on it, and has `at_leaf` remove from the leaf at that
+    /// index; then merges the nodes left under a quarter full on the way back up.
+    fn remove_at<T>(
+        &mut self,
+        id: u64,
+        path: &[usize],
+        depth: usize,
+        at_leaf: &mut dyn FnMut(&mut LeafNode, usize) -> Result<T>,
+    ) -> Result<T> {
         let (Some(&i), true) = (path.get(depth), depth <= MAX_DEPTH) else {
             return Err(Error::corrupt(id, "internal: removal path too short"));
         };
         let child = match self.node_mut(id)? {
-            Node::Leaf(leaf) => return leaf.remove(i),
+            Node::Leaf(leaf) => return at_leaf(leaf, i),
             Node::Branch(b) if i < b.children() => b.child(i),
             Node::Branch(_) => {
                 return Err(Error::corrupt(id, "internal: removal path off the branch"));
             }
         };
         let cid = self.own(child)?;
-        let old = self.remove_at(cid, path, depth + 1)?;
+        let out = self.remove_at(cid, path, depth + 1, at_leaf)?;
         if let Node::Branch(b) = self.node_mut(id)? {
             b.set_child(i, ChildRef { page: cid, crc: 0 });
         }
         self.rebalance(id, i)?;
-        Ok(old)
+        Ok(out)
     }
 
     /// Merges child `i` of branch `parent` with a neighbour when it is under a quarter
