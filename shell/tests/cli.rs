@@ -494,3 +494,31 @@ fn output_and_once_send_results_to_files() {
         "{err}"
     );
 }
+
+/// A value over the language's 16 MiB literal limit (the engine takes up to 4 GiB) cannot
+/// go into a dump: `.dump` says so and fails, leaving its output without a COMMIT (so
+/// that loading it adds nothing), instead of writing a script that loses the value.
+#[test]
+fn dump_refuses_a_value_the_language_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db_path = dir.path().join("big.cairn");
+    let load = || -> cairn_engine::Result<()> {
+        let db = cairn_engine::Database::create(&db_path)?;
+        let mut txn = db.begin_write()?;
+        txn.create_table(cairn_query::DEFAULT_TABLE)?;
+        let mut t = txn.open_table(cairn_query::DEFAULT_TABLE)?;
+        t.insert(b"small", b"v")?;
+        t.insert(b"zbig", &vec![7u8; (16 << 20) + 1])?;
+        drop(t);
+        txn.commit()
+    };
+    load().unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&[path(&db_path)], b".dump\n");
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the value of zbig in table 'main' is 16777217 bytes"),
+        "{err}"
+    );
+    assert!(out.contains("PUT 'small' 'v'") && !out.contains("COMMIT"), "{out}");
+}
