@@ -520,5 +520,8 @@ fn dump_refuses_a_value_the_language_cannot_hold() {
         err.contains("the value of zbig in table 'main' is 16777217 bytes"),
         "{err}"
     );
-    assert!(out.contains("PUT 'small' 'v'") && !out.contains("COMMIT"), "{out}");
+    assert!(
+        out.contains("PUT 'small' 'v'") && !out.contains("COMMIT"),
+        "{out}"
+    );
 }
