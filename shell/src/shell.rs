@@ -177,21 +177,22 @@ impl Shell {
     /// Writing to standard output (a closed pipe ends the shell).
     pub fn flush(&mut self) -> io::Result<()> {
         match self.out.flush() {
-            Err(e) => self.output_failed(e),
+            Err(e) => self.output_failed(e, None),
             Ok(()) => Ok(()),
         }
     }
 
-    /// Deals with a failure to write results: to a file (a full disk), it is reported
-    /// and the results go to standard output again; to standard output (a closed pipe),
-    /// it is returned, and ends the shell.
-    fn output_failed(&mut self, e: io::Error) -> io::Result<()> {
+    /// Deals with a failure to write results (made by the script line `at`, when known):
+    /// to a file (a full disk), it is reported and the results go to standard output
+    /// again; to standard output (a closed pipe), it is returned, and ends the shell.
+    fn output_failed(&mut self, e: io::Error, at: Option<&str>) -> io::Result<()> {
         let Some(file) = self.out.file().map(str::to_owned) else {
             return Err(e);
         };
         self.out.drop_file();
+        let at = at.map(|at| format!("{at}: ")).unwrap_or_default();
         self.error(&format!(
-            "cannot write {file}: {e} (results go to standard output again)"
+            "{at}cannot write {file}: {e} (results go to standard output again)"
         ))
     }
 
@@ -219,10 +220,13 @@ impl Shell {
                     break;
                 }
             };
+            let at = match &piece {
+                Piece::Command { line, .. }
+                | Piece::Statements { line, .. }
+                | Piece::TooLong { line } => format!("{name}:{line}"),
+            };
             let ran = match piece {
-                Piece::Command { line, text } => {
-                    crate::dot::run(self, &text, &format!("{name}:{line}:1"))
-                }
+                Piece::Command { text, .. } => crate::dot::run(self, &text, &format!("{at}:1")),
                 Piece::Statements { line, text } => self.run_statements(name, line, &text),
                 Piece::TooLong { line } => self
                     .error(&format!(
@@ -235,7 +239,7 @@ impl Shell {
             let flow = match ran.and_then(|flow| self.out.line_done().map(|()| flow)) {
                 Ok(flow) => flow,
                 Err(e) => {
-                    self.output_failed(e)?;
+                    self.output_failed(e, Some(&at))?;
                     Flow::Continue
                 }
             };
