@@ -89,6 +89,16 @@ impl PError<'_> {
         let found = match self.at.chars().next() {
             None => "the end of the input".to_owned(),
             Some('\n') => "the end of the line".to_owned(),
+            // A word is shown whole (`found 'SELECT'`), up to 32 characters.
+            Some(c) if is_word_char(c) => {
+                let word: String = self
+                    .at
+                    .chars()
+                    .take_while(|&c| is_word_char(c))
+                    .take(32)
+                    .collect();
+                format!("'{word}'")
+            }
             Some(c) => format!("{c:?}"),
         };
         format!(
@@ -492,6 +502,13 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
                 .parse(rest),
             "CREATE" => table_stmt(limits, |table| Statement::CreateTable { table })(rest),
             "DROP" => table_stmt(limits, |table| Statement::DropTable { table })(rest),
+            "SELECT" | "INSERT" | "UPDATE" | "UPSERT" | "REPLACE" | "SET" | "WITH" => failure_msg(
+                ws(i)?.0,
+                format!(
+                    "expected {STATEMENT}, found '{verb}': the language is not SQL (.help \
+                         in the shell lists its statements)"
+                ),
+            ),
             _ => failure(ws(i)?.0, STATEMENT),
         }
     }

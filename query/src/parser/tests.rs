@@ -188,6 +188,13 @@ fn separators_comments_and_spans() {
 fn each_error_class_reports_its_position() {
     let cases: &[(&str, (usize, usize), &str)] = &[
         ("FOO 'a'", (1, 1), "expected a statement"),
+        ("FOO 'a'", (1, 1), "found 'FOO'"),
+        (
+            "select * from t",
+            (1, 1),
+            "found 'select': the language is not SQL",
+        ),
+        ("GET 'a' bcd", (1, 9), "found 'bcd'"),
         (
             "GET 1; .mode csv",
             (1, 8),
