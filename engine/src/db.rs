@@ -3,7 +3,7 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -39,7 +39,14 @@ pub struct Builder {
     lock_timeout: Duration,
     read_only: bool,
     poll_waits: bool,
+    /// How often Eventual commits are synced in the background; `None`: the default
+    /// (every second for a file, never for other storage).
+    eventual_sync: Option<Option<Duration>>,
 }
+
+/// How often a file's Eventual commits are synced in the background, unless the builder
+/// says otherwise.
+const DEFAULT_EVENTUAL_SYNC: Duration = Duration::from_secs(1);
 
 impl Default for Builder {
     fn default() -> Self {
@@ -50,6 +57,7 @@ impl Default for Builder {
             lock_timeout: Duration::from_secs(1),
             read_only: false,
             poll_waits: true,
+            eventual_sync: None,
         }
     }
 }
@@ -105,6 +113,16 @@ impl Builder {
     /// (see `FileStorage::poll_waits`).
     pub fn poll_waits(mut self, yes: bool) -> Self {
         self.poll_waits = yes;
+        self
+    }
+
+    /// How often a background thread makes Eventual commits durable: every `interval`
+    /// when commits since the last sync are not durable and no write transaction is open
+    /// (see `eventual_sync.rs`). `None` leaves them to the next Immediate commit,
+    /// [`Database::sync`] or close. Default: every second for a database file; never for
+    /// one in memory or on storage given to [`Builder::with_storage`].
+    pub fn eventual_sync(mut self, interval: Option<Duration>) -> Self {
+        self.eventual_sync = Some(interval);
         self
     }
 
@@ -228,6 +246,9 @@ impl Builder {
             group_waiting: std::sync::atomic::AtomicUsize::new(0),
             groups_done: AtomicU64::new(0),
             group_time: crate::poll::PollBound::default(),
+            handles: AtomicUsize::new(1),
+            syncer: Mutex::new(None),
+            background_error: Mutex::new(None),
         };
         inner.group_time.set_enabled(self.poll_waits);
         let db = Database {
@@ -246,6 +267,15 @@ impl Builder {
                 })?;
             }
             txn.commit()?;
+        }
+        if let Some(every) = self.eventual_sync.flatten()
+            && !self.read_only
+        {
+            let syncer = crate::eventual_sync::Syncer::start(&db.inner, every)?;
+            *db.inner
+                .syncer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(syncer);
         }
         Ok(db)
     }
@@ -289,7 +319,11 @@ impl Builder {
         if storage.is_empty() {
             return Err(Error::EmptyFile);
         }
-        self.build(storage, false, Some(path.to_path_buf()), Some(lock_file))
+        let builder = Builder {
+            eventual_sync: Some(self.eventual_sync.unwrap_or(Some(DEFAULT_EVENTUAL_SYNC))),
+            ..self
+        };
+        builder.build(storage, false, Some(path.to_path_buf()), Some(lock_file))
     }
 }
 
@@ -384,6 +418,12 @@ pub(crate) struct Inner {
     pub groups_done: AtomicU64,
     /// How long the last group took, so that its waiting threads poll about as long.
     pub group_time: crate::poll::PollBound,
+    /// `Database` handles alive: the last one stops the background sync.
+    pub handles: AtomicUsize,
+    /// The background sync of Eventual commits, when it runs (`eventual_sync.rs`).
+    pub syncer: Mutex<Option<crate::eventual_sync::Syncer>>,
+    /// The error the background sync last met, for the next `Database::sync` to return.
+    pub background_error: Mutex<Option<Error>>,
 }
 
 impl Inner {
@@ -485,6 +525,51 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Makes the commits since the last sync durable, unless their log records did or a
+    /// write transaction holds the writer: the background sync's step. Its errors are
+    /// left for the next commit or sync to meet.
+    pub fn sync_if_idle(&self) {
+        let unsynced = |ws: &mut WriterState| {
+            let latest = self.state().latest.slot.txid;
+            ws.log.logged != latest && ws.durable_txid < latest
+        };
+        let Some(ws) = self.try_take_writer() else {
+            return;
+        };
+        if !self.with_writer(ws, unsynced) {
+            return;
+        }
+        // The pages go to the disk first without the writer, so that write transactions
+        // wait only for the short sync that follows. (A sync at any moment is safe: any
+        // of the writes since the last one may reach the disk before it anyway.)
+        let early = self.storage.sync();
+        let synced = match (early, self.try_take_writer()) {
+            (Err(e), ws) => {
+                if let Some(ws) = ws {
+                    self.put_writer(ws);
+                }
+                Err(Error::Io(e))
+            }
+            (Ok(()), Some(ws)) => self.with_writer(ws, |ws| {
+                if unsynced(ws) {
+                    self.sync_with(ws).map(|_| ())
+                } else {
+                    Ok(())
+                }
+            }),
+            (Ok(()), None) => Ok(()),
+        };
+        if let Err(e) = synced {
+            // Kept for the next `Database::sync`, the call that promises durability.
+            *self
+                .background_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(e);
+        }
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         // Errors cannot be reported from drop; `Database::sync` reports them to callers
@@ -532,9 +617,36 @@ pub struct IoStats {
 }
 
 /// An open database. Cheap to clone; clones share the same open file.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Database {
     pub(crate) inner: Arc<Inner>,
+}
+
+impl Clone for Database {
+    fn clone(&self) -> Database {
+        self.inner.handles.fetch_add(1, Ordering::Relaxed);
+        Database {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // The last handle stops the background sync and waits for it, so that closing
+        // happens here (when no transaction outlives the handle), not on its thread.
+        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let syncer = self
+                .inner
+                .syncer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(syncer) = syncer {
+                syncer.stop();
+            }
+        }
+    }
 }
 
 impl Database {
@@ -591,11 +703,22 @@ impl Database {
     /// Makes every commit so far durable (waits for an open write transaction to end).
     ///
     /// # Errors
-    /// An I/O error from `fdatasync`; [`Error::WriteTxnOnThisThread`] and
-    /// [`Error::WriterLost`] as for [`Database::begin_write`].
+    /// An I/O error from `fdatasync`, or the one the background sync of Eventual commits
+    /// met since the last call (returned instead of syncing: call again to sync);
+    /// [`Error::WriteTxnOnThisThread`] and [`Error::WriterLost`] as for
+    /// [`Database::begin_write`].
     pub fn sync(&self) -> Result<()> {
         if self.inner.read_only {
             return Ok(());
+        }
+        let failed = self
+            .inner
+            .background_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(e) = failed {
+            return Err(e);
         }
         let ws = self.inner.take_writer()?;
         self.inner.with_writer(ws, |ws| {

@@ -29,6 +29,7 @@ mod compact;
 mod create;
 mod db;
 mod error;
+mod eventual_sync;
 mod follow;
 mod format;
 mod freelist;

@@ -123,6 +123,11 @@ impl FaultyStorage {
         self.live.to_vec()
     }
 
+    /// The bytes a power cut that loses every write since the last sync would leave.
+    pub fn durable_image(&self) -> Vec<u8> {
+        self.state().durable.clone()
+    }
+
     /// The bytes a power cut now would leave on the disk.
     pub fn power_cut(&self) -> Vec<u8> {
         let mut s = self.state();
