@@ -18,16 +18,20 @@ pub fn on_faulty_store(seed: u64) -> Result<(Arc<FaultyStorage>, Database), Erro
     Ok((storage, db))
 }
 
-/// As [`on_faulty_store`], with pages of `page_size` bytes and a commit log of `log_bytes`
-/// (`Builder::log_size`; the default when `None`): a small one fills within a few
-/// commits, so that the log's cycles end and start again.
-pub fn on_faulty_store_sized(
+/// As [`on_faulty_store`], with pages of `page_size` bytes, a commit log of `log_bytes`
+/// (`Builder::log_size`; the default when `None`: a small one fills within a few commits,
+/// so that the log's cycles end and start again), and the background sync of Eventual
+/// commits every `eventual_sync` (its thread's timing is not reproducible from the seed).
+pub fn on_faulty_store_with(
     seed: u64,
     page_size: usize,
     log_bytes: Option<u64>,
+    eventual_sync: Option<std::time::Duration>,
 ) -> Result<(Arc<FaultyStorage>, Database), Error> {
     let storage = FaultyStorage::new(seed)?;
-    let mut builder = Database::builder().page_size(page_size);
+    let mut builder = Database::builder()
+        .page_size(page_size)
+        .eventual_sync(eventual_sync);
     if let Some(bytes) = log_bytes {
         builder = builder.log_size(bytes);
     }

@@ -7,9 +7,10 @@
 //! was cut short) is in doubt: its state may appear, but never half of it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use cairn_engine::{Database, Durability, Error};
-use cairn_tests::{on_faulty_store_sized, open_image, scale, seed};
+use cairn_tests::{on_faulty_store_with, open_image, scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -83,7 +84,11 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
     // inline up to a larger size), the others 1 KiB pages (deeper trees for the keys).
     let page_size = if rng.random_bool(0.25) { 4096 } else { 1024 };
     let log = small_log.then_some(16 * page_size as u64);
-    let (storage, db) = on_faulty_store_sized(seed, page_size, log)?;
+    // A quarter of the lives sync Eventual commits in the background, often, so that the
+    // thread's syncs land among the commits, the injected errors and the cut (its timing
+    // is not reproducible from the seed).
+    let background = rng.random_bool(0.25).then_some(Duration::from_micros(200));
+    let (storage, db) = on_faulty_store_with(seed, page_size, log, background)?;
     storage.lie_about_syncs(lie);
     let mut w = db.begin_write()?;
     w.create_table("t")?;

@@ -8,9 +8,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use cairn_engine::{Batch, Database, Durability, Error};
-use cairn_tests::{on_faulty_store_sized, open_image, scale, seed};
+use cairn_tests::{on_faulty_store_with, open_image, scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -108,7 +109,9 @@ fn life(seed: u64, tally: &mut Tally) -> Result<Vec<String>, Error> {
     let small_log = rng.random_bool(0.5);
     let page_size = if rng.random_bool(0.25) { 4096 } else { 1024 };
     let log = small_log.then_some(16 * page_size as u64);
-    let (storage, db) = on_faulty_store_sized(seed, page_size, log)?;
+    // A quarter of the lives sync Eventual batches in the background, often.
+    let background = rng.random_bool(0.25).then_some(Duration::from_micros(200));
+    let (storage, db) = on_faulty_store_with(seed, page_size, log, background)?;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.set_durability(Durability::Immediate);
