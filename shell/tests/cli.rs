@@ -4,27 +4,10 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+mod common;
+
 fn cairn(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn: {e}"));
-    // Written from a thread: the shell runs statements as it reads them, so it may fill
-    // its output pipes before it has read all its input.
-    let writer = child.stdin.take().map(|mut input| {
-        let stdin = stdin.to_vec();
-        std::thread::spawn(move || {
-            let _ = input.write_all(&stdin);
-        })
-    });
-    let output = child.wait_with_output();
-    if let Some(w) = writer {
-        let _ = w.join();
-    }
-    output.unwrap_or_else(|e| panic!("wait: {e}"))
+    common::run(Command::new(env!("CARGO_BIN_EXE_cairn")).args(args), stdin)
 }
 
 fn text(b: &[u8]) -> String {
@@ -350,21 +333,10 @@ fn a_large_result_in_table_mode_prints_whole_within_bounded_memory() {
     const ROWS: u64 = 100_000;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db_path = dir.path().join("big.cairn");
-    let load = || -> cairn_engine::Result<()> {
-        let db = cairn_engine::Database::create(&db_path)?;
-        let mut txn = db.begin_write()?;
-        txn.create_table(cairn_query::DEFAULT_TABLE)?;
-        let mut t = txn.open_table(cairn_query::DEFAULT_TABLE)?;
-        for i in 0..ROWS {
-            t.insert(
-                &i.to_be_bytes(),
-                format!("value number {i} with some text").as_bytes(),
-            )?;
-        }
-        drop(t);
-        txn.commit()
-    };
-    load().unwrap_or_else(|e| panic!("{e}"));
+    common::database_with(
+        &db_path,
+        (0..ROWS).map(|i| (i.to_be_bytes(), format!("value number {i} with some text"))),
+    );
 
     // The heap limit in the shell that runs it, so that no unsafe `pre_exec` is needed.
     let o = Command::new("sh")
@@ -502,17 +474,13 @@ fn output_and_once_send_results_to_files() {
 fn dump_refuses_a_value_the_language_cannot_hold() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db_path = dir.path().join("big.cairn");
-    let load = || -> cairn_engine::Result<()> {
-        let db = cairn_engine::Database::create(&db_path)?;
-        let mut txn = db.begin_write()?;
-        txn.create_table(cairn_query::DEFAULT_TABLE)?;
-        let mut t = txn.open_table(cairn_query::DEFAULT_TABLE)?;
-        t.insert(b"small", b"v")?;
-        t.insert(b"zbig", &vec![7u8; (16 << 20) + 1])?;
-        drop(t);
-        txn.commit()
-    };
-    load().unwrap_or_else(|e| panic!("{e}"));
+    common::database_with(
+        &db_path,
+        [
+            (&b"small"[..], vec![b'v']),
+            (&b"zbig"[..], vec![7u8; (16 << 20) + 1]),
+        ],
+    );
     let o = cairn(&[path(&db_path)], b".dump\n");
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "{err}");

@@ -5,30 +5,11 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
-fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn: {e}"));
-    // Written from a thread: the shell runs statements as it reads them, so it may fill
-    // its output pipes before it has read all its input.
-    let writer = child.stdin.take().map(|mut input| {
-        let stdin = stdin.to_vec();
-        std::thread::spawn(move || {
-            use std::io::Write;
-            let _ = input.write_all(&stdin);
-        })
-    });
-    let output = child.wait_with_output();
-    if let Some(w) = writer {
-        let _ = w.join();
-    }
-    output.unwrap_or_else(|e| panic!("wait: {e}"))
-}
+mod common;
+
+use common::run;
 
 fn cairn(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cairn"));
