@@ -117,10 +117,11 @@ impl Builder {
     }
 
     /// How often a background thread makes Eventual commits durable: every `interval`
-    /// when commits since the last sync are not durable and no write transaction is open
-    /// (see `eventual_sync.rs`). `None` leaves them to the next Immediate commit,
-    /// [`Database::sync`] or close. Default: every second for a database file; never for
-    /// one in memory or on storage given to [`Builder::with_storage`].
+    /// (100 µs at least) when commits since the last sync are not durable and no write
+    /// transaction is open (see `eventual_sync.rs`). `None` leaves them to the next
+    /// Immediate commit, [`Database::sync`] or close. Default: every second for a
+    /// database file; never for one in memory or on storage given to
+    /// [`Builder::with_storage`].
     pub fn eventual_sync(mut self, interval: Option<Duration>) -> Self {
         self.eventual_sync = Some(interval);
         self

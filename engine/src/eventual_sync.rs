@@ -21,6 +21,9 @@ use std::time::Duration;
 
 use crate::db::Inner;
 
+/// The shortest interval between looks.
+const MIN_INTERVAL: Duration = Duration::from_micros(100);
+
 /// The running thread, and the flag that stops it.
 #[derive(Debug)]
 pub(crate) struct Syncer {
@@ -40,6 +43,8 @@ impl Syncer {
     /// # Errors
     /// When the thread cannot be started.
     pub fn start(inner: &Arc<Inner>, every: Duration) -> std::io::Result<Syncer> {
+        // A zero interval would keep a processor busy looking.
+        let every = every.max(MIN_INTERVAL);
         let stop = Arc::new(Stop::default());
         let (weak, flag) = (Arc::downgrade(inner), Arc::clone(&stop));
         let thread = std::thread::Builder::new()
