@@ -239,8 +239,8 @@ fn read(data: &[u8]) {
     }
 }
 
-/// Random transactions with an I/O failure at the k-th storage call (once, or from then
-/// on), then a power cut: the file reopens and passes the integrity check. Half the inputs
+/// Random transactions (puts, removals of keys and of ranges) with an I/O failure at the
+/// k-th storage call (once, or from then on), then a power cut: the file reopens and passes the integrity check. Half the inputs
 /// (by `mode`) get the smallest commit log, 16 pages, which a few commits fill: the log's
 /// cycles end and start again within one input.
 pub fn io_failures(data: &[u8]) {
@@ -275,10 +275,13 @@ pub fn io_failures(data: &[u8]) {
         if let Ok(mut t) = w.open_table("t") {
             let key = [chunk[0] % 64];
             let len = usize::from(chunk.get(1).copied().unwrap_or(0)) * 20;
-            let _ = if chunk.get(2).is_some_and(|b| b % 4 == 0) {
-                t.remove(&key).map(|_| ())
-            } else {
-                t.insert(&key, &vec![1; len]).map(|_| ())
+            let _ = match chunk.get(2).map(|b| b % 8) {
+                Some(0 | 4) => t.remove(&key).map(|_| ()),
+                Some(1) => {
+                    let end = [key[0].saturating_add(chunk[1] % 16)];
+                    t.remove_range(&key[..]..&end[..]).map(|_| ())
+                }
+                _ => t.insert(&key, &vec![1; len]).map(|_| ()),
             };
         }
         let _ = w.commit();
