@@ -120,8 +120,9 @@ impl Shell {
     /// Makes Ctrl-C (`SIGINT`) interrupt instead of ending the process: a `SCAN`, a
     /// `COUNT` or a `.dump` stops within a few hundred rows, and the statements and
     /// commands after it in the same input are not run. A second Ctrl-C before the
-    /// shell has noticed the first (a long commit, `.compact` or `.check`, which are never
-    /// cut short) ends the process with status 130, rolling back an open transaction.
+    /// shell has noticed the first (a long commit, `DELETE RANGE`, `.compact` or `.check`,
+    /// which are never cut short) ends the process with status 130, rolling back an open
+    /// transaction.
     ///
     /// # Errors
     /// When the handler cannot be installed.
