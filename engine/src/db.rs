@@ -528,8 +528,8 @@ impl Inner {
 
 impl Inner {
     /// Makes the commits since the last sync durable, unless their log records did or a
-    /// write transaction holds the writer: the background sync's step. Its errors are
-    /// left for the next commit or sync to meet.
+    /// write transaction holds the writer: the background sync's step. An error is kept
+    /// for the next `Database::sync` to return.
     pub fn sync_if_idle(&self) {
         let unsynced = |ws: &mut WriterState| {
             let latest = self.state().latest.slot.txid;
@@ -544,25 +544,21 @@ impl Inner {
         // The pages go to the disk first without the writer, so that write transactions
         // wait only for the short sync that follows. (A sync at any moment is safe: any
         // of the writes since the last one may reach the disk before it anyway.)
-        let early = self.storage.sync();
-        let synced = match (early, self.try_take_writer()) {
-            (Err(e), ws) => {
-                if let Some(ws) = ws {
-                    self.put_writer(ws);
-                }
-                Err(Error::Io(e))
-            }
-            (Ok(()), Some(ws)) => self.with_writer(ws, |ws| {
-                if unsynced(ws) {
-                    self.sync_with(ws).map(|_| ())
-                } else {
-                    Ok(())
-                }
-            }),
-            (Ok(()), None) => Ok(()),
-        };
+        let synced =
+            self.storage
+                .sync()
+                .map_err(Error::Io)
+                .and_then(|()| match self.try_take_writer() {
+                    Some(ws) => self.with_writer(ws, |ws| {
+                        if unsynced(ws) {
+                            self.sync_with(ws).map(|_| ())
+                        } else {
+                            Ok(())
+                        }
+                    }),
+                    None => Ok(()),
+                });
         if let Err(e) = synced {
-            // Kept for the next `Database::sync`, the call that promises durability.
             *self
                 .background_error
                 .lock()
