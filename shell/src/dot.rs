@@ -52,6 +52,9 @@ pub const COMMANDS: [&str; 18] = [
     ".output", ".quit", ".read", ".stats", ".tables", ".timer", ".compact", ".pages", ".page",
 ];
 
+/// The dot-commands whose argument names a file, for completion.
+pub const FILE_COMMANDS: [&str; 5] = [".backup", ".once", ".open", ".output", ".read"];
+
 fn on_off(arg: Option<&str>) -> Option<bool> {
     match arg?.to_ascii_lowercase().as_str() {
         "on" | "yes" | "true" | "1" => Some(true),
@@ -65,9 +68,15 @@ fn on_off(arg: Option<&str>) -> Option<bool> {
 /// # Errors
 /// Only failures to write the output; a failing command is reported and counted.
 pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
-    let mut words = line.split_whitespace();
-    let command = words.next().unwrap_or(".");
-    let args: Vec<&str> = words.collect();
+    // Arguments split as a POSIX shell would: `.open 'my file.cairn'`, `.read a\ b.cq`.
+    let Some(words) = shlex::split(line) else {
+        shell.error(&format!(
+            "{at}: a quote is not closed in the command's arguments"
+        ))?;
+        return Ok(Flow::Continue);
+    };
+    let command = words.first().map_or(".", String::as_str);
+    let args: Vec<&str> = words.iter().skip(1).map(String::as_str).collect();
     let fail = |shell: &mut Shell, message: String| shell.error(&format!("{at}: {message}"));
     let arity = |n: std::ops::RangeInclusive<usize>, usage: &str| -> Result<(), String> {
         if n.contains(&args.len()) {
@@ -144,7 +153,8 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
                 .database()
                 .backup(args[0])
                 .map_err(|e| format!("backup failed: {e}"))?;
-            Ok(format!("backed up {n} entries to {}", args[0]))
+            let entries = if n == 1 { "entry" } else { "entries" };
+            Ok(format!("backed up {n} {entries} to {}", args[0]))
         }),
         ".open" => arity(1..=1, ".open FILE").map(|()| {
             shell

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use rustyline::completion::{Completer, Pair};
+use rustyline::completion::{Completer, FilenameCompleter, Pair};
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
@@ -20,10 +20,11 @@ const KEYWORDS: [&str; 19] = [
     "DROP", "TABLE", "TABLES", "PREFIX", "RANGE", "REVERSE", "LIMIT", "main", "x''",
 ];
 
-/// Completion of keywords, dot-commands and table names; multi-line input while a quote
-/// is open.
+/// Completion of keywords, dot-commands, table names and file names; multi-line input
+/// while a quote is open.
 struct CairnHelper {
     tables: Rc<RefCell<Vec<String>>>,
+    files: FilenameCompleter,
 }
 
 impl Completer for CairnHelper {
@@ -35,8 +36,19 @@ impl Completer for CairnHelper {
         pos: usize,
         _: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        if in_file_argument(line, pos) {
+            return self.files.complete_path(line, pos);
+        }
         Ok(candidates(line, pos, &self.tables.borrow()))
     }
+}
+
+/// Whether `pos` in `line` is in the argument of a dot-command that names a file.
+fn in_file_argument(line: &str, pos: usize) -> bool {
+    let before = line.get(..pos).unwrap_or(line).trim_start();
+    before
+        .split_once(char::is_whitespace)
+        .is_some_and(|(command, _)| crate::dot::FILE_COMMANDS.contains(&command))
 }
 
 /// What the word before `pos` in `line` may complete to: a dot-command, or a keyword or
@@ -134,6 +146,7 @@ pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
     let mut editor: Editor<CairnHelper, rustyline::history::DefaultHistory> = Editor::new()?;
     editor.set_helper(Some(CairnHelper {
         tables: tables.clone(),
+        files: FilenameCompleter::new(),
     }));
     let history = history_file();
     if let Some(h) = &history {
@@ -187,7 +200,7 @@ pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::candidates;
+    use super::{FilenameCompleter, candidates, in_file_argument};
 
     fn complete(line: &str, tables: &[&str]) -> (usize, Vec<String>) {
         let tables: Vec<String> = tables.iter().map(|t| (*t).to_owned()).collect();
@@ -235,5 +248,33 @@ mod tests {
         let (start, pairs) = candidates(".ti on", 3, &[]);
         let got: Vec<String> = pairs.into_iter().map(|p| p.replacement).collect();
         assert_eq!((start, got), (0, vec![".timer".to_owned()]));
+    }
+
+    #[test]
+    fn file_arguments_complete_to_file_names() -> rustyline::Result<()> {
+        assert!(in_file_argument(".open fr", 8));
+        assert!(in_file_argument("  .read ", 8));
+        assert!(
+            !in_file_argument(".open", 5),
+            "the command itself completes as one"
+        );
+        assert!(!in_file_argument(".mode ta", 8));
+        assert!(!in_file_argument("PUT 'a' 1", 9));
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("fruit.cairn"), b"")?;
+        std::fs::write(dir.path().join("with space.cq"), b"")?;
+        let files = FilenameCompleter::new();
+        let dir = dir.path().display().to_string();
+        let line = format!(".open {dir}/fr");
+        let (start, pairs) = files.complete_path(&line, line.len())?;
+        assert_eq!(start, ".open ".len());
+        let found: Vec<&str> = pairs.iter().map(|p| p.replacement.as_str()).collect();
+        assert_eq!(found, [format!("{dir}/fruit.cairn")]);
+        // A space in a name comes escaped, as the dot-command reads it back.
+        let line = format!(".read {dir}/wi");
+        let (_, pairs) = files.complete_path(&line, line.len())?;
+        let found: Vec<&str> = pairs.iter().map(|p| p.replacement.as_str()).collect();
+        assert_eq!(found, [format!("{dir}/with\\ space.cq")]);
+        Ok(())
     }
 }
