@@ -118,10 +118,10 @@ impl Builder {
 
     /// How often a background thread makes Eventual commits durable: every `interval`
     /// (100 µs at least) when commits since the last sync are not durable and no write
-    /// transaction is open (see `eventual_sync.rs`). `None` leaves them to the next
-    /// Immediate commit, [`Database::sync`] or close. Default: every second for a
-    /// database file; never for one in memory or on storage given to
-    /// [`Builder::with_storage`].
+    /// transaction is open, put off for up to four intervals while the writer keeps
+    /// committing (see `eventual_sync.rs`). `None` leaves them to the next Immediate
+    /// commit, [`Database::sync`] or close. Default: every second for a database file;
+    /// never for one in memory or on storage given to [`Builder::with_storage`].
     pub fn eventual_sync(mut self, interval: Option<Duration>) -> Self {
         self.eventual_sync = Some(interval);
         self

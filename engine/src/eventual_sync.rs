@@ -5,8 +5,10 @@
 //! mercy of a crash for as long as it stays open. A thread therefore wakes every interval
 //! (`Builder::eventual_sync`, one second by default for a file) and, when commits since the
 //! last sync are not durable and no write transaction holds the writer, syncs as
-//! `Database::sync` does: an Eventual commit is durable within about one interval, and a
-//! quiet database costs a check of two locks per interval.
+//! `Database::sync` does. While the writer keeps committing the sync is put off, up to four
+//! intervals: an Eventual commit is durable within two intervals of the writer's last one,
+//! and within five while it goes on; a quiet database costs a look at a counter and two
+//! locks per interval.
 //!
 //! The thread holds the database weakly, taking it only for a sync. The last `Database`
 //! handle stops the thread and waits for it before its own reference goes, so that closing
@@ -15,6 +17,7 @@
 //! cannot deadlock against a thread that drops its last handle while holding a write
 //! transaction.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -70,8 +73,12 @@ impl Syncer {
     }
 }
 
+/// Intervals a sync may be put off while the writer keeps committing.
+const BUSY_INTERVALS: u32 = 4;
+
 fn run(inner: &Weak<Inner>, stop: &Stop, every: Duration) {
     let mut stopped = stop.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+    let (mut commits_seen, mut put_off) = (0, 0);
     loop {
         stopped = stop
             .cv
@@ -83,10 +90,19 @@ fn run(inner: &Weak<Inner>, stop: &Stop, every: Duration) {
         }
         // The flag is free while syncing, for `stop` to raise it and then wait.
         drop(stopped);
-        match inner.upgrade() {
-            Some(inner) => inner.sync_if_idle(),
-            None => return,
+        let Some(inner) = inner.upgrade() else { return };
+        // A writer that committed during the interval is likely to go on: its own syncs
+        // (a full log, freed pages) may come first, and a sync now would hold up its
+        // commits. It is put off, a few intervals at most.
+        let commits = inner.commits.load(Ordering::Relaxed);
+        if commits != commits_seen && put_off < BUSY_INTERVALS {
+            put_off += 1;
+        } else {
+            put_off = 0;
+            inner.sync_if_idle();
         }
+        commits_seen = commits;
+        drop(inner);
         stopped = stop.stopped.lock().unwrap_or_else(PoisonError::into_inner);
     }
 }
