@@ -55,7 +55,7 @@ pub use check::{CheckReport, Problem};
 pub use compact::CompactReport;
 pub use db::{Builder, Database, Durability, IoStats};
 pub use error::{Error, Result};
-pub use format::{MAX_PAGE_SIZE, MAX_VALUE_LEN, MIN_PAGE_SIZE, max_key_len};
+pub use format::{MAX_PAGE_SIZE, MAX_VALUE_LEN, MIN_PAGE_SIZE, max_key_len, prefix_end};
 pub use group::Batch;
 pub use info::{FileInfo, SlotInfo, inspect};
 pub use page_map::{PageDump, PageEntry, PageInfo};

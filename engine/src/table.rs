@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crate::btree::{Pages, RangeIter};
 use crate::error::{Error, Result};
 use crate::format::LogOp;
-use crate::format::{ChildRef, LeafPage, MAX_VALUE_LEN, TableMeta, compare};
+use crate::format::{ChildRef, LeafPage, MAX_VALUE_LEN, TableMeta, compare, prefix_end};
 use crate::write_txn::WriteTxn;
 
 /// A table's name and entry count.
@@ -110,6 +110,13 @@ fn bounds<K: AsRef<[u8]> + ?Sized>(b: Bound<&K>) -> Bound<&[u8]> {
     }
 }
 
+/// The entries of the tree under `root` whose keys start with `prefix`.
+fn prefixed<'a>(pages: Pages<'a>, root: Option<ChildRef>, prefix: &[u8]) -> Result<Range<'a>> {
+    let end = prefix_end(prefix);
+    let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    range::<[u8], _>(pages, root, (Bound::Included(prefix), hi))
+}
+
 fn range<'a, K, R>(pages: Pages<'a>, root: Option<ChildRef>, r: R) -> Result<Range<'a>>
 where
     K: AsRef<[u8]> + ?Sized,
@@ -186,6 +193,14 @@ impl<'t> Table<'t> {
         R: RangeBounds<K>,
     {
         range(self.pages, self.meta.root, r)
+    }
+
+    /// The entries whose keys start with `prefix`, in key order (reversible, as a range).
+    ///
+    /// # Errors
+    /// As [`Table::range`].
+    pub fn prefix(&self, prefix: &[u8]) -> Result<Range<'t>> {
+        prefixed(self.pages, self.meta.root, prefix)
     }
 
     /// Every entry, in key order.
@@ -366,6 +381,24 @@ impl<'t> TableMut<'t> {
         R: RangeBounds<K>,
     {
         range(self.txn.pages(), self.meta().root, r)
+    }
+
+    /// The entries whose keys start with `prefix`, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// As [`Table::range`].
+    pub fn prefix(&self, prefix: &[u8]) -> Result<Range<'_>> {
+        prefixed(self.txn.pages(), self.meta().root, prefix)
+    }
+
+    /// Removes every entry whose key starts with `prefix`; returns how many there were.
+    ///
+    /// # Errors
+    /// As [`TableMut::remove_range`].
+    pub fn remove_prefix(&mut self, prefix: &[u8]) -> Result<u64> {
+        let end = prefix_end(prefix);
+        let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.remove_range::<[u8], _>((Bound::Included(prefix), hi))
     }
 
     /// Every entry, in key order.

@@ -9,7 +9,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use cairn_engine::{Batch, Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn};
+use cairn_engine::{
+    Batch, Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn, prefix_end,
+};
 
 use crate::ast::{KeyRange, LiteralBytes, Statement};
 use crate::error::ExecError;
@@ -85,14 +87,6 @@ impl Reader for TableMut<'_> {
     fn len(&self) -> u64 {
         TableMut::len(self)
     }
-}
-
-/// The smallest key above every key that starts with `prefix`, if there is one.
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let keep = prefix.iter().rposition(|&b| b != 0xff)?;
-    let mut end = prefix[..=keep].to_vec();
-    end[keep] += 1;
-    Some(end)
 }
 
 /// How many rows a statement produces between looks at its session's interrupt flag.
@@ -415,14 +409,6 @@ impl Session {
 mod tests {
     use super::*;
     use crate::parser::parse_script;
-
-    #[test]
-    fn prefix_ends_skip_trailing_ff() {
-        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_end(&[1, 0xff, 0xff]), Some(vec![2]));
-        assert_eq!(prefix_end(&[0xff]), None);
-        assert_eq!(prefix_end(b""), None);
-    }
 
     fn statement(src: &str) -> Statement {
         let mut script = parse_script(src);

@@ -262,6 +262,66 @@ fn remove_range_removes_exactly_the_range_and_frees_its_large_values() -> Result
 }
 
 #[test]
+fn prefix_reads_and_removes_exactly_the_keys_that_start_with_it() -> Result<(), Error> {
+    let db = Checked(Database::builder().page_size(1024).in_memory()?);
+    let keys: Vec<Vec<u8>> = [
+        &b"a"[..],
+        b"user:",
+        b"user:1",
+        b"user:2",
+        b"user;",
+        b"users",
+    ]
+    .iter()
+    .map(|k| k.to_vec())
+    .chain((0..300u32).map(|i| format!("user:{i:03}").into_bytes()))
+    .chain([vec![0xff], vec![0xff, 0xff, 1], vec![0xff, 0]])
+    .collect();
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    for k in &keys {
+        t.insert(k, b"v")?;
+    }
+    let starting = |p: &[u8]| -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = keys.iter().filter(|k| k.starts_with(p)).cloned().collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    fn listed<'a>(
+        r: impl Iterator<Item = Result<(&'a [u8], &'a [u8]), Error>>,
+    ) -> Result<Vec<Vec<u8>>, Error> {
+        r.map(|e| e.map(|(k, _)| k.to_vec())).collect()
+    }
+    // In the transaction, and the same in a snapshot after the commit.
+    assert_eq!(listed(t.prefix(b"user:")?)?, starting(b"user:"));
+    assert_eq!(listed(t.prefix(&[0xff])?)?, starting(&[0xff]));
+    drop(t);
+    w.commit()?;
+    let r = db.begin_read()?;
+    let rt = r.open_table("t")?;
+    assert_eq!(listed(rt.prefix(b"user:")?)?, starting(b"user:"));
+    assert_eq!(listed(rt.prefix(b"")?)?.len(), rt.len() as usize);
+    let mut reversed = listed(rt.prefix(b"user:1")?.rev())?;
+    reversed.reverse();
+    assert_eq!(reversed, starting(b"user:1"));
+
+    let mut w = db.begin_write()?;
+    let mut t = w.open_table("t")?;
+    assert_eq!(t.remove_prefix(b"user:")?, starting(b"user:").len() as u64);
+    assert_eq!(t.remove_prefix(&[0xff])?, 3);
+    assert!(listed(t.prefix(b"user:")?)?.is_empty());
+    assert_eq!(
+        listed(t.iter()?)?,
+        vec![b"a".to_vec(), b"user;".to_vec(), b"users".to_vec()]
+    );
+    drop(t);
+    w.commit()?;
+    Ok(())
+}
+
+#[test]
 fn a_second_writer_process_is_locked_out_and_readers_are_not() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("l.cairn");

@@ -31,6 +31,15 @@ pub(crate) fn compare(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// The smallest key after every key that starts with `prefix`, if there is one: `None`
+/// when `prefix` is empty or all `0xff` bytes, so that every key from it on starts with it.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let keep = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=keep].to_vec();
+    end[keep] += 1;
+    Some(end)
+}
+
 /// Eight bytes as a big-endian integer.
 #[inline(always)]
 fn word(c: &[u8]) -> u64 {
@@ -64,6 +73,14 @@ pub(super) fn tail(c: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefix_ends_skip_trailing_ff() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(&[1, 0xff, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff]), None);
+        assert_eq!(prefix_end(b""), None);
+    }
 
     #[test]
     fn agrees_with_slice_order() {

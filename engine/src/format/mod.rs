@@ -27,6 +27,7 @@ pub(crate) use header::{
 };
 pub(crate) use heads::Layout;
 pub(crate) use keys::compare;
+pub use keys::prefix_end;
 #[cfg(test)]
 pub(crate) use leaf::SLOT as LEAF_SLOT;
 pub(crate) use leaf::{LeafPage, ValueRef, leaf_entry_size};
