@@ -16,7 +16,8 @@ Usage: cairn [OPTIONS] [FILE]
        cairn compact SRC DST               write a dense copy of SRC to DST
 
 Opens FILE (created if missing), or an in-memory database when no FILE is given.
-Reads statements from the terminal interactively, or from standard input as a batch.
+Reads statements from the terminal interactively, or from standard input as a batch,
+running each as soon as its line has come.
 
 Options:
   -f, -file SCRIPT      run the statements in SCRIPT (may be repeated)
