@@ -320,8 +320,8 @@ impl<'t> TableMut<'t> {
     /// many (over about 128 KiB of keys) syncs the file instead of logging.
     ///
     /// # Errors
-    /// Corruption found on the way. Entries removed before it stay removed in this
-    /// transaction: roll it back.
+    /// Corruption found on the way, after which the transaction can only roll back (its
+    /// `commit` returns the damage).
     pub fn remove_range<K, R>(&mut self, r: R) -> Result<u64>
     where
         K: AsRef<[u8]> + ?Sized,

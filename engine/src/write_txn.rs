@@ -43,6 +43,10 @@ pub struct WriteTxn {
     /// The changes so far, for the commit log; `None` once the commit cannot use the log
     /// (too large for it, or a change failed half-way).
     pub(crate) ops: Option<OpLog>,
+    /// The damage a removal met (perhaps part-way, after it had changed the tree: a
+    /// sibling to merge with, the next leaf of a range): the transaction can then only
+    /// roll back, and `commit` returns this instead of committing half a change.
+    pub(crate) damaged: Option<Error>,
 }
 
 impl WriteTxn {
@@ -95,6 +99,7 @@ impl WriteTxn {
             tables: FxHashMap::default(),
             compacting: false,
             ops,
+            damaged: None,
         })
     }
 
@@ -200,10 +205,18 @@ impl WriteTxn {
         name: &str,
         f: impl FnOnce(&mut TreeWriter<'_>, &mut TableMeta) -> Result<T>,
     ) -> Result<T> {
-        let (mut w, state) = self.table_writer(name)?;
-        // A change other than an insert through the tail may move the last leaf.
-        state.tail = None;
-        f(&mut w, &mut state.current)
+        let out = {
+            let (mut w, state) = self.table_writer(name)?;
+            // A change other than an insert through the tail may move the last leaf.
+            state.tail = None;
+            f(&mut w, &mut state.current)
+        };
+        if let Err(e @ Error::Corruption { .. }) = &out
+            && self.damaged.is_none()
+        {
+            self.damaged = Some(e.duplicate());
+        }
+        out
     }
 
     /// Inserts or replaces `key` in table `name`; returns whether it existed. A key after
@@ -345,6 +358,9 @@ impl WriteTxn {
     ///
     /// # Errors
     /// An I/O error: the commit did not happen, and the database stays at its last commit.
+    /// [`Error::Corruption`] when a removal in this transaction met a damaged page (the
+    /// error it returned then; it may have changed the tree before): the transaction is
+    /// rolled back instead of committing half a change.
     pub fn commit(mut self) -> Result<()> {
         let Some(original) = self.original.take() else {
             return Ok(());
@@ -353,7 +369,10 @@ impl WriteTxn {
         // then fail instead of waiting for a state that never comes back.
         let inner = self.inner.clone();
         let unwinding = inner.lose_on_unwind();
-        let written = self.write_commit(&original);
+        let written = match self.damaged.take() {
+            Some(damage) => Err(damage),
+            None => self.write_commit(&original),
+        };
         unwinding.disarm();
         match written {
             Ok(ws) => {

@@ -262,7 +262,8 @@ impl Session {
     /// # Errors
     /// Engine errors (limits, missing tables, corruption, I/O) and transaction misuse.
     /// Inside a transaction a failed statement changes nothing and the transaction stays
-    /// open.
+    /// open (but a `DELETE` that met a damaged page may have: the transaction's `COMMIT`
+    /// then returns the damage, and rolls back).
     pub fn run(&mut self, stmt: &Statement, sink: &mut dyn FnMut(&[u8], &[u8])) -> Result<Outcome> {
         match stmt {
             Statement::Put { key, value } => {

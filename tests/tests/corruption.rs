@@ -228,3 +228,67 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
     );
     Ok(())
 }
+
+/// A removal that meets a damaged page part-way — a range whose next leaf is damaged —
+/// has changed the tree by then. Its transaction cannot commit: `commit` returns the
+/// damage instead of committing half a removal, and the file keeps every key.
+#[test]
+fn a_removal_that_meets_damage_part_way_cannot_commit() -> Result<(), Error> {
+    let (storage, db) = cairn_tests::on_faulty_store_with(11, 1024, None, None)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    for i in 0u32..2000 {
+        t.insert(&i.to_be_bytes(), &[7; 40])?;
+    }
+    drop(t);
+    w.commit()?;
+    db.sync()?;
+    // Damage every leaf but the one holding the first key.
+    let leaves: Vec<u64> = db
+        .pages()?
+        .iter()
+        .filter(|p| p.kind == "leaf" && p.owner == "t")
+        .map(|p| p.page)
+        .collect();
+    let first = leaves
+        .iter()
+        .copied()
+        .find(|&p| {
+            db.page(p).is_ok_and(|d| {
+                matches!(d.entries.first(), Some(cairn_engine::PageEntry::Leaf { key, .. })
+                    if key.as_slice() == 0u32.to_be_bytes())
+            })
+        })
+        .unwrap_or_else(|| panic!("no leaf holds the first key"));
+    drop(db);
+    let mut image = storage.live_image();
+    for &p in leaves.iter().filter(|&&p| p != first) {
+        let at = usize::try_from(p).unwrap_or(usize::MAX) * 1024 + 600;
+        image[at] ^= 0xff;
+    }
+    let db = cairn_tests::open_image(&image, false)?;
+    let mut w = db.begin_write()?;
+    let removed = w.open_table("t")?.remove_range::<[u8], _>(..);
+    let Err(Error::Corruption { page, .. }) = removed else {
+        panic!("the removal found no damage: {removed:?}");
+    };
+    // The commit reports that damage (before, it failed on an owned node its tree no
+    // longer reached, or, had the damage come between two leaves' runs, committed half
+    // the range).
+    let committed = w.commit();
+    assert!(
+        matches!(committed, Err(Error::Corruption { page: p, .. }) if p == page),
+        "{committed:?}"
+    );
+    // Nothing was committed: the first leaf's keys are all there.
+    let r = db.begin_read()?;
+    let t = r.open_table("t")?;
+    assert_eq!(t.len(), 2000);
+    let firsts: Vec<Vec<u8>> = t
+        .range(..&10u32.to_be_bytes()[..])?
+        .map(|e| e.map(|(k, _)| k.to_vec()))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(firsts.len(), 10);
+    Ok(())
+}
