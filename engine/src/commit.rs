@@ -298,7 +298,9 @@ impl WriteTxn {
             };
             match self.durability {
                 Durability::Eventual => record.append(&written, &mut ws.log)?,
-                Durability::Immediate => record.append_durable(&written, &mut ws.log)?,
+                Durability::Immediate => record
+                    .append_durable(&written, &mut ws.log)
+                    .inspect_err(|_| inner.note_failed_sync())?,
             }
         } else {
             written.pages(&out)?;
@@ -309,7 +311,7 @@ impl WriteTxn {
             }
         }
         if durable {
-            storage.sync()?;
+            inner.sync_commit(&slot, original.durable_txid, &verified)?;
             ws.durable_txid = txid;
             ws.durable_slot = slot_index;
             ws.log.restart(txid);

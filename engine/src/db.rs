@@ -250,6 +250,7 @@ impl Builder {
             handles: AtomicUsize::new(1),
             syncer: Mutex::new(None),
             background_error: Mutex::new(None),
+            sync_failures: crate::resync::SyncFailures::default(),
         };
         inner.group_time.set_enabled(self.poll_waits);
         let db = Database {
@@ -425,6 +426,8 @@ pub(crate) struct Inner {
     pub syncer: Mutex<Option<crate::eventual_sync::Syncer>>,
     /// The error the background sync last met, for the next `Database::sync` to return.
     pub background_error: Mutex<Option<Error>>,
+    /// Failed syncs, which the next sync makes up for (`resync.rs`).
+    pub sync_failures: crate::resync::SyncFailures,
 }
 
 impl Inner {
@@ -467,7 +470,8 @@ impl Inner {
             // what is then protected, even if a failed commit wrote its slot there.
             let slot = 1 - ws.durable_slot;
             self.rewrite_latest_slot(ws)?;
-            self.storage.sync()?;
+            let newest = self.state().latest.clone();
+            self.sync_commit(&newest.slot, ws.durable_txid, &newest.verified)?;
             ws.durable_slot = slot;
             ws.durable_txid = latest.txid;
             ws.log.restart(latest.txid);
@@ -544,20 +548,25 @@ impl Inner {
         // The pages go to the disk first without the writer, so that write transactions
         // wait only for the short sync that follows. (A sync at any moment is safe: any
         // of the writes since the last one may reach the disk before it anyway.)
-        let synced =
-            self.storage
-                .sync()
-                .map_err(Error::Io)
-                .and_then(|()| match self.try_take_writer() {
-                    Some(ws) => self.with_writer(ws, |ws| {
-                        if unsynced(ws) {
-                            self.sync_with(ws).map(|_| ())
-                        } else {
-                            Ok(())
-                        }
-                    }),
-                    None => Ok(()),
-                });
+        // (Not after a failed sync: the pages it lost must be written again first, which
+        // takes the writer.)
+        let first = if self.sync_failures.pending() {
+            Ok(())
+        } else {
+            self.sync_counted()
+        };
+        let synced = first
+            .map_err(Error::Io)
+            .and_then(|()| match self.try_take_writer() {
+                Some(ws) => self.with_writer(ws, |ws| {
+                    if unsynced(ws) {
+                        self.sync_with(ws).map(|_| ())
+                    } else {
+                        Ok(())
+                    }
+                }),
+                None => Ok(()),
+            });
         if let Err(e) = synced {
             *self
                 .background_error
@@ -593,7 +602,7 @@ impl Inner {
             let other = 1 - ws.durable_slot;
             let at = other as u64 * self.page_size as u64 + SLOT_OFFSET as u64;
             self.storage.write(at, &sealed.encode())?;
-            self.storage.sync()?;
+            self.sync_counted()?;
         }
         Ok(())
     }

@@ -44,6 +44,7 @@ mod read_txn;
 mod reader_slots;
 mod readers;
 mod recovery;
+mod resync;
 mod stats;
 pub mod storage;
 mod table;

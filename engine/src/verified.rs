@@ -129,6 +129,13 @@ impl VerifiedSet {
         }
     }
 
+    /// Forgets every page: each is verified again when next read.
+    pub fn clear(&self) {
+        for page in 0..self.capacity() {
+            self.remove(page);
+        }
+    }
+
     /// A copy with room for at least `pages` pages (twice that, so copies stay rare).
     pub fn grown(&self, pages: u64) -> VerifiedSet {
         let bigger = VerifiedSet::with_capacity(pages.saturating_mul(2));

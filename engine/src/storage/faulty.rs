@@ -5,6 +5,9 @@
 //! the writes and resizes since. A power cut keeps, drops or tears (at 512-byte sectors)
 //! each unsynced write independently — so in any order — and loses unsynced growth or
 //! shrinking at random. A "lying" sync loses one of the writes it claims to make durable.
+//! A sync that fails does what Linux does after a write-back error: some of the unsynced
+//! writes reach the disk and the others are forgotten — no longer waiting, so a later sync
+//! that succeeds does not make them durable, though the process still reads them.
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,6 +33,10 @@ struct State {
     /// After this many operations every operation fails: the process is gone.
     dead_after: Option<u64>,
     lie: bool,
+    /// Whether the next sync fails (once).
+    fail_sync: bool,
+    /// Whether a failed sync also drops the writes it forgot from what the process reads.
+    evict: bool,
     rng: u64,
 }
 
@@ -46,14 +53,59 @@ impl State {
 
     /// Counts an operation; an error if it is the one to fail or the process is dead.
     fn admit(&mut self) -> io::Result<()> {
+        match self.fault() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts an operation; the error it meets, if any.
+    fn fault(&mut self) -> Option<io::Error> {
         self.ops += 1;
         if self.dead_after.is_some_and(|n| self.ops > n) {
-            return Err(io::Error::other("injected: the process is gone"));
+            return Some(io::Error::other("injected: the process is gone"));
         }
         if self.fail_at == Some(self.ops) {
-            return Err(io::Error::other("injected I/O error"));
+            return Some(io::Error::other("injected I/O error"));
         }
-        Ok(())
+        None
+    }
+
+    fn dead(&self) -> bool {
+        self.dead_after.is_some_and(|n| self.ops > n)
+    }
+
+    /// Applies each of `pending` to `image` whole, not at all, or torn at sectors, at
+    /// random: what reaches the disk of writes that were never synced.
+    fn scatter(&mut self, image: &mut Vec<u8>, pending: &[Pending]) {
+        for op in pending {
+            match op {
+                Pending::Resize(_) => {
+                    if self.next().is_multiple_of(2) {
+                        apply(image, op);
+                    }
+                }
+                Pending::Write { offset, data } => match self.next() % 3 {
+                    0 => apply(image, op),
+                    1 => {}
+                    _ => {
+                        // Torn: each sector of the write reaches the disk or not.
+                        for (i, sector) in data.chunks(SECTOR).enumerate() {
+                            if self.next().is_multiple_of(2) {
+                                let at = offset + (i * SECTOR) as u64;
+                                apply(
+                                    image,
+                                    &Pending::Write {
+                                        offset: at,
+                                        data: sector.to_vec(),
+                                    },
+                                );
+                            }
+                        }
+                    }
+                },
+            }
+        }
     }
 }
 
@@ -107,6 +159,11 @@ impl FaultyStorage {
         self.state().fail_at = Some(n);
     }
 
+    /// Makes the next sync fail, once (other operations go on).
+    pub fn fail_next_sync(&self) {
+        self.state().fail_sync = true;
+    }
+
     /// Makes every operation after number `n` fail, as if the process had died there.
     pub fn die_after(&self, n: u64) {
         self.state().dead_after = Some(n);
@@ -115,6 +172,13 @@ impl FaultyStorage {
     /// Makes syncs lie: each loses one of the writes it should make durable.
     pub fn lie_about_syncs(&self, lie: bool) {
         self.state().lie = lie;
+    }
+
+    /// Makes a failed sync also drop the writes it did not write from the cache: the
+    /// process then reads what the disk holds there (the kernel may evict such pages at
+    /// any time after a write-back error, since it marked them clean).
+    pub fn evict_after_failed_syncs(&self, evict: bool) {
+        self.state().evict = evict;
     }
 
     /// The bytes the file holds for the operating system now (what reopening without a
@@ -133,34 +197,7 @@ impl FaultyStorage {
         let mut s = self.state();
         let mut image = s.durable.clone();
         let pending = s.pending.clone();
-        for op in &pending {
-            match op {
-                Pending::Resize(_) => {
-                    if s.next().is_multiple_of(2) {
-                        apply(&mut image, op);
-                    }
-                }
-                Pending::Write { offset, data } => match s.next() % 3 {
-                    0 => apply(&mut image, op),
-                    1 => {}
-                    _ => {
-                        // Torn: each sector of the write reaches the disk or not.
-                        for (i, sector) in data.chunks(SECTOR).enumerate() {
-                            if s.next().is_multiple_of(2) {
-                                let at = offset + (i * SECTOR) as u64;
-                                apply(
-                                    &mut image,
-                                    &Pending::Write {
-                                        offset: at,
-                                        data: sector.to_vec(),
-                                    },
-                                );
-                            }
-                        }
-                    }
-                },
-            }
-        }
+        s.scatter(&mut image, &pending);
         image
     }
 }
@@ -191,7 +228,45 @@ impl Storage for FaultyStorage {
 
     fn sync(&self) -> io::Result<()> {
         let mut s = self.state();
-        s.admit()?;
+        let fault = match s.fault() {
+            None if std::mem::take(&mut s.fail_sync) => {
+                Some(io::Error::other("injected I/O error"))
+            }
+            fault => fault,
+        };
+        if let Some(e) = fault {
+            if !s.dead() {
+                // A write-back error: what did not reach the disk is forgotten.
+                // (The file's length is metadata, which the file system's journal keeps:
+                // resizes stay waiting for the next sync.)
+                let (writes, resizes): (Vec<Pending>, Vec<Pending>) =
+                    std::mem::take(&mut s.pending)
+                        .into_iter()
+                        .partition(|op| matches!(op, Pending::Write { .. }));
+                s.pending = resizes;
+                let mut durable = std::mem::take(&mut s.durable);
+                s.scatter(&mut durable, &writes);
+                if s.evict {
+                    let live_len = usize::try_from(self.live.len()).unwrap_or(usize::MAX);
+                    for op in &writes {
+                        if let Pending::Write { offset, data } = op {
+                            let start = usize::try_from(*offset).unwrap_or(usize::MAX);
+                            let end = start.saturating_add(data.len()).min(live_len);
+                            if start < end {
+                                let mut disk = durable
+                                    .get(start..end.min(durable.len()))
+                                    .unwrap_or(&[])
+                                    .to_vec();
+                                disk.resize(end - start, 0);
+                                self.live.write(*offset, &disk)?;
+                            }
+                        }
+                    }
+                }
+                s.durable = durable;
+            }
+            return Err(e);
+        }
         let mut pending = std::mem::take(&mut s.pending);
         if s.lie {
             let writes: Vec<usize> = (0..pending.len())
@@ -311,6 +386,31 @@ mod tests {
             first_kept.insert(image[0]);
         }
         assert_eq!(first_kept.len(), 2, "the other write may or may not be");
+        Ok(())
+    }
+
+    #[test]
+    fn a_failed_sync_forgets_what_it_did_not_write() -> io::Result<()> {
+        let mut outcomes = std::collections::BTreeSet::new();
+        for seed in 0..32 {
+            let s = FaultyStorage::new(seed)?;
+            s.resize(1024)?;
+            s.sync()?;
+            s.write(0, &[7; 1024])?;
+            s.fail_at(s.operations() + 1);
+            assert!(s.sync().is_err());
+            s.sync()?;
+            let image = s.durable_image();
+            assert_eq!(s.power_cut(), image, "nothing is waiting any more");
+            let mut b = [0u8; 1];
+            s.read(0, &mut b)?;
+            assert_eq!(b, [7], "the process still reads the write");
+            outcomes.insert((image[0], image[1023]));
+        }
+        assert!(
+            outcomes.contains(&(0, 0)) && outcomes.contains(&(7, 7)),
+            "some failed syncs lose the write for good, some write it: {outcomes:?}"
+        );
         Ok(())
     }
 

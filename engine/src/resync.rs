@@ -1,0 +1,192 @@
+//! Syncing after a failed sync.
+//!
+//! When `fdatasync` fails, Linux reports the write-back error once and marks the pages it
+//! could not write clean: the process still reads them from the page cache, but no later
+//! sync writes them, and a page the cache drops is read back from the disk as it was
+//! before (PostgreSQL's "fsyncgate"). A sync that then succeeds would declare durable
+//! commits whose pages never reached the disk.
+//!
+//! So every failed sync of the file is counted, and the next sync meant to make commits
+//! durable first writes again every page that recovery would verify for the commit it
+//! makes durable (docs/design.md#recovery: the pages newer than the last durable commit,
+//! their overflow runs, the freelist run), each checked against its parent's checksum as
+//! it is read back: a page that the cache lost is reported as corruption naming it, and
+//! nothing is declared durable. A sync that another thread's failed sync overlapped (the
+//! background sync's, which runs without the writer) may have had its writes forgotten by
+//! it, and fails too.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+use crate::db::Inner;
+use crate::error::{Error, Result};
+use crate::format::{OVERFLOW_HEADER, Slot, TableMeta, ValueRef, page_txid};
+use crate::pager::{Snapshot, TreePage, VerifiedSet};
+use crate::storage::Storage;
+
+/// The most bytes of an overflow run copied at once when it is written again.
+const CHUNK: usize = 1 << 20;
+
+/// Failed syncs of the file, and how many of them a later sync has made up for.
+#[derive(Debug, Default)]
+pub(crate) struct SyncFailures {
+    failed: AtomicU64,
+    made_up: AtomicU64,
+}
+
+impl SyncFailures {
+    /// Whether a sync failed that no later sync made up for.
+    pub fn pending(&self) -> bool {
+        self.failed.load(SeqCst) != self.made_up.load(SeqCst)
+    }
+}
+
+impl Inner {
+    /// Syncs the file so that the commit `slot` names (whose pages and slot are written)
+    /// becomes durable, writing its pages newer than `durable_txid` again first when a
+    /// sync failed since the last one that succeeded; `live` is the commit's set of
+    /// verified pages. The caller holds the writer state.
+    pub(crate) fn sync_commit(
+        &self,
+        slot: &Slot,
+        durable_txid: u64,
+        live: &VerifiedSet,
+    ) -> Result<()> {
+        let failures = &self.sync_failures;
+        let failed = failures.failed.load(SeqCst);
+        if failed != failures.made_up.load(SeqCst) {
+            rewrite(
+                self.storage.as_ref(),
+                slot,
+                self.page_size,
+                durable_txid,
+                live,
+            )?;
+        }
+        self.sync_counted()?;
+        if failures.failed.load(SeqCst) != failed {
+            return Err(Error::Io(io::Error::other(
+                "another sync of the file failed meanwhile; its writes may not be on the disk",
+            )));
+        }
+        failures.made_up.store(failed, SeqCst);
+        Ok(())
+    }
+
+    /// Syncs the file, counting a failure: for syncs that make nothing durable by
+    /// themselves (the background sync's first one, a clean close's last).
+    pub(crate) fn sync_counted(&self) -> io::Result<()> {
+        self.storage.sync().inspect_err(|_| self.note_failed_sync())
+    }
+
+    /// Counts a failed sync, or a failed durable write (which syncs a range, or the whole
+    /// file where the backend cannot sync less).
+    pub(crate) fn note_failed_sync(&self) {
+        self.sync_failures.failed.fetch_add(1, SeqCst);
+    }
+}
+
+/// Writes again, from what the process reads, every page of the commit `slot` names that
+/// was written after commit `durable_txid`, checking each on the way. When a page fails
+/// its check, the cache lost it, and which others it lost is unknown: `live`, the pages
+/// readers trust as verified, is emptied, so that readers check every page again and
+/// report a lost one instead of reading what the disk had before.
+fn rewrite(
+    storage: &dyn Storage,
+    slot: &Slot,
+    page_size: usize,
+    durable_txid: u64,
+    live: &VerifiedSet,
+) -> Result<()> {
+    let snap = Snapshot::new(
+        *slot,
+        page_size,
+        storage.region(),
+        Arc::new(VerifiedSet::with_capacity(slot.page_count)),
+    );
+    let walk = Walk {
+        storage,
+        snap: &snap,
+        durable_txid,
+    };
+    walk.all().inspect_err(|e| {
+        if let Error::Corruption { .. } = e {
+            live.clear();
+        }
+    })
+}
+
+struct Walk<'a> {
+    storage: &'a dyn Storage,
+    snap: &'a Snapshot,
+    durable_txid: u64,
+}
+
+impl Walk<'_> {
+    fn all(&self) -> Result<()> {
+        let s = self.snap.slot;
+        if s.freelist_page != 0 && s.records_freelist() {
+            let len = usize::try_from(s.freelist_len)
+                .map_err(|_| Error::corrupt(s.freelist_page, "freelist length out of range"))?;
+            let bytes = self.snap.raw(s.freelist_page, len)?;
+            crate::pager::verify(s.freelist_page, bytes, s.freelist_crc)?;
+            self.write(s.freelist_page, bytes)?;
+        }
+        if s.catalog.page != 0 {
+            self.tree(s.catalog, true, 0)?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, page: u64, bytes: &[u8]) -> Result<()> {
+        let at = page * self.snap.page_size as u64;
+        for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+            // A copy: the bytes are the file's own, seen through its map.
+            let copy = chunk.to_vec();
+            self.storage.write(at + (i * CHUNK) as u64, &copy)?;
+        }
+        Ok(())
+    }
+
+    fn tree(&self, r: crate::format::ChildRef, catalog: bool, depth: usize) -> Result<()> {
+        if depth > crate::btree::MAX_DEPTH {
+            return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
+        }
+        let page = self.snap.page(r)?;
+        if page_txid(page).unwrap_or(0) <= self.durable_txid {
+            return Ok(());
+        }
+        self.write(r.page, page)?;
+        match self.snap.tree_page(r)? {
+            TreePage::Branch(b) => {
+                for i in 0..=b.keys() {
+                    self.tree(b.child(i)?, catalog, depth + 1)?;
+                }
+            }
+            TreePage::Leaf(l) => {
+                for i in 0..l.len() {
+                    match l.entry(i)? {
+                        (name, ValueRef::Inline(v)) if catalog => {
+                            let meta = TableMeta::decode(v).ok_or_else(|| {
+                                Error::corrupt(r.page, format!("bad catalog entry for {name:?}"))
+                            })?;
+                            if let Some(root) = meta.root {
+                                self.tree(root, false, 0)?;
+                            }
+                        }
+                        (_, ValueRef::Overflow(o)) => {
+                            let value = self.snap.overflow(o)?;
+                            let run = self.snap.raw(o.page, OVERFLOW_HEADER + value.len())?;
+                            if page_txid(run).unwrap_or(0) > self.durable_txid {
+                                self.write(o.page, run)?;
+                            }
+                        }
+                        (_, ValueRef::Inline(_)) => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
