@@ -14,6 +14,7 @@ use crate::format::{
 };
 use crate::freelist::FreeList;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
+use crate::resync::rewrite;
 use crate::storage::Storage;
 
 mod log_tail;
@@ -226,6 +227,19 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
                     storage.write(page_size as u64, &upgraded)?;
                 }
                 if writable {
+                    // A process that met a failed sync and then died may have left pages
+                    // the kernel marked clean without writing them: the cache serves them
+                    // (they verified), the disk does not hold them, and the sync below
+                    // would not write them. They are written again first (`resync.rs`).
+                    if slot.durable_txid < slot.txid {
+                        rewrite(
+                            storage,
+                            &slot,
+                            page_size,
+                            slot.durable_txid,
+                            &snapshot.verified,
+                        )?;
+                    }
                     storage.sync()?;
                 }
                 return Ok(Opened {

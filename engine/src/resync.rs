@@ -13,7 +13,8 @@
 //! it is read back: a page that the cache lost is reported as corruption naming it, and
 //! nothing is declared durable. A sync that another thread's failed sync overlapped (the
 //! background sync's, which runs without the writer) may have had its writes forgotten by
-//! it, and fails too.
+//! it, and fails too. A writable open does the same before its sync, for a process that
+//! met a failed sync and died (`recovery.rs`).
 
 use std::io;
 use std::sync::Arc;
@@ -92,7 +93,7 @@ impl Inner {
 /// its check, the cache lost it, and which others it lost is unknown: `live`, the pages
 /// readers trust as verified, is emptied, so that readers check every page again and
 /// report a lost one instead of reading what the disk had before.
-fn rewrite(
+pub(crate) fn rewrite(
     storage: &dyn Storage,
     slot: &Slot,
     page_size: usize,

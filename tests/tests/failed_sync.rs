@@ -153,3 +153,22 @@ fn pages_the_cache_lost_after_a_failed_sync_are_reported_not_declared_durable() 
     );
     Ok(())
 }
+
+#[test]
+fn a_process_that_died_after_a_failed_sync_loses_nothing_at_the_next_open() -> Result<(), Error> {
+    for seed in 0..SEEDS {
+        let (storage, db) = start(seed, Some(0))?;
+        let mut state = State::new();
+        eventual_commits(&db, &mut state, 6)?;
+        storage.fail_next_sync();
+        assert!(db.sync().is_err(), "seed {seed}: the injected failure");
+        // The process dies without closing; the next one opens the file. It finds the
+        // newest commit whole (the cache still serves its pages), and makes it durable.
+        std::mem::forget(db);
+        let db = Database::builder().with_storage(storage.clone(), false, None)?;
+        assert_eq!(contents(&db)?, state, "seed {seed}: opened");
+        drop(db);
+        assert_eq!(reopened(&storage)?, state, "seed {seed}: on disk");
+    }
+    Ok(())
+}
