@@ -9,7 +9,9 @@
 //! `CAIRN_BLESS=1` rewrites the expected files from what the binary printed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+mod common;
 
 fn scripts_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts")
@@ -41,28 +43,10 @@ fn run_script(script: &Path) -> Vec<String> {
         h.split_whitespace().map(str::to_owned).collect()
     });
     let piped = !args.iter().any(|a| *a == copy.display().to_string());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(&args)
-        .stdin(if piped { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn cairn: {e}"));
-    // Written from a thread: the shell runs statements as it reads them, so it may fill
-    // its output pipes before it has read all its input.
-    let writer = child.stdin.take().map(|mut stdin| {
-        let src = src.clone();
-        std::thread::spawn(move || {
-            use std::io::Write;
-            let _ = stdin.write_all(src.as_bytes());
-        })
-    });
-    let out = child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("wait: {e}"));
-    if let Some(w) = writer {
-        let _ = w.join();
-    }
+    let out = common::run_with(
+        Command::new(env!("CARGO_BIN_EXE_cairn")).args(&args),
+        piped.then_some(src.as_bytes()),
+    );
     let unfill = |s: &[u8]| {
         String::from_utf8_lossy(s)
             .replace(&dir.path().display().to_string(), "{dir}")

@@ -11,13 +11,22 @@ use std::process::{Command, Output, Stdio};
 /// written from a thread: the shell runs statements as it reads them, so it may fill its
 /// output pipes before it has read all its input.
 pub fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
+    run_with(cmd, Some(stdin))
+}
+
+/// As [`run`]; with `None`, standard input is empty (`/dev/null`), not a pipe.
+pub fn run_with(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
     let mut child = cmd
-        .stdin(Stdio::piped())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let writer = child.stdin.take().map(|mut input| {
+    let writer = child.stdin.take().zip(stdin).map(|(mut input, stdin)| {
         let stdin = stdin.to_vec();
         std::thread::spawn(move || {
             let _ = input.write_all(&stdin);
