@@ -282,7 +282,7 @@ impl<'t> TableMut<'t> {
     /// # Errors
     /// Corruption found on the way.
     pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
-        self.txn.pages().get(self.meta().root, key)
+        self.txn.readable()?.get(self.meta().root, key)
     }
 
     /// Stores `value` under `key`, replacing any value there; returns whether one was.
@@ -320,8 +320,8 @@ impl<'t> TableMut<'t> {
     /// many (over about 128 KiB of keys) syncs the file instead of logging.
     ///
     /// # Errors
-    /// Corruption found on the way, after which the transaction can only roll back (its
-    /// `commit` returns the damage).
+    /// Corruption found on the way, after which the transaction can only roll back: every
+    /// later read or change in it, and its `commit`, returns the damage.
     pub fn remove_range<K, R>(&mut self, r: R) -> Result<u64>
     where
         K: AsRef<[u8]> + ?Sized,
@@ -380,7 +380,7 @@ impl<'t> TableMut<'t> {
         K: AsRef<[u8]> + ?Sized,
         R: RangeBounds<K>,
     {
-        range(self.txn.pages(), self.meta().root, r)
+        range(self.txn.readable()?, self.meta().root, r)
     }
 
     /// The entries whose keys start with `prefix`, seeing this transaction's writes.
@@ -388,7 +388,7 @@ impl<'t> TableMut<'t> {
     /// # Errors
     /// As [`Table::range`].
     pub fn prefix(&self, prefix: &[u8]) -> Result<Range<'_>> {
-        prefixed(self.txn.pages(), self.meta().root, prefix)
+        prefixed(self.txn.readable()?, self.meta().root, prefix)
     }
 
     /// Removes every entry whose key starts with `prefix`; returns how many there were.
@@ -406,7 +406,7 @@ impl<'t> TableMut<'t> {
     /// # Errors
     /// As [`Table::range`].
     pub fn iter(&self) -> Result<Range<'_>> {
-        range::<[u8], _>(self.txn.pages(), self.meta().root, ..)
+        range::<[u8], _>(self.txn.readable()?, self.meta().root, ..)
     }
 
     /// The entry with the smallest key.
@@ -414,7 +414,7 @@ impl<'t> TableMut<'t> {
     /// # Errors
     /// Corruption found on the way.
     pub fn first(&self) -> Result<Option<(&[u8], &[u8])>> {
-        first_or_last(self.txn.pages(), self.meta().root, true)
+        first_or_last(self.txn.readable()?, self.meta().root, true)
     }
 
     /// The entry with the largest key.
@@ -422,10 +422,11 @@ impl<'t> TableMut<'t> {
     /// # Errors
     /// Corruption found on the way.
     pub fn last(&self) -> Result<Option<(&[u8], &[u8])>> {
-        first_or_last(self.txn.pages(), self.meta().root, false)
+        first_or_last(self.txn.readable()?, self.meta().root, false)
     }
 
-    /// The number of entries.
+    /// The number of entries (after a removal that met damage, possibly off by the entry
+    /// it was removing: the transaction can only roll back then).
     pub fn len(&self) -> u64 {
         self.meta().len
     }

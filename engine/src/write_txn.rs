@@ -111,6 +111,7 @@ impl WriteTxn {
         op: LogOp<'_>,
         change: impl FnOnce(&mut WriteTxn) -> Result<T>,
     ) -> Result<T> {
+        self.undamaged()?;
         // A durable commit whose record will be too large to log syncs its pages: the
         // overflow runs this change writes go to the disk's write-back at once.
         self.dirty.write_back.on = self.durability == Durability::Immediate
@@ -134,6 +135,7 @@ impl WriteTxn {
         table: &str,
         change: impl FnOnce(&mut WriteTxn, &mut Vec<u8>, &mut Vec<usize>) -> Result<T>,
     ) -> Result<T> {
+        self.undamaged()?;
         let (mut keys, mut ends) = (Vec::new(), Vec::new());
         let out = change(self, &mut keys, &mut ends);
         let keep = out.is_ok()
@@ -159,6 +161,21 @@ impl WriteTxn {
     /// Sets the durability of this transaction's commit.
     pub fn set_durability(&mut self, d: Durability) {
         self.durability = d;
+    }
+
+    /// The damage a removal in this transaction met, if any: the tree may be half
+    /// changed since, so every later read or change in the transaction returns it.
+    pub(crate) fn undamaged(&self) -> Result<()> {
+        match &self.damaged {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+
+    /// The transaction's pages, to read, unless a removal met damage ([`Self::undamaged`]).
+    pub(crate) fn readable(&self) -> Result<Pages<'_>> {
+        self.undamaged()?;
+        Ok(self.pages())
     }
 
     pub(crate) fn pages(&self) -> Pages<'_> {
@@ -344,7 +361,7 @@ impl WriteTxn {
     /// # Errors
     /// Corruption found in the catalog.
     pub fn list_tables(&self) -> Result<Vec<TableInfo>> {
-        let mut list = list_catalog(self.pages(), self.catalog.unwrap_or_default())?;
+        let mut list = list_catalog(self.readable()?, self.catalog.unwrap_or_default())?;
         for t in &mut list {
             if let Some(state) = self.tables.get(&t.name) {
                 t.len = state.current.len;

@@ -273,6 +273,19 @@ fn a_removal_that_meets_damage_part_way_cannot_commit() -> Result<(), Error> {
     let Err(Error::Corruption { page, .. }) = removed else {
         panic!("the removal found no damage: {removed:?}");
     };
+    // Every later read or change in the transaction reports it too: the tree may be half
+    // changed (before, reads saw the half-done removal).
+    {
+        let same = |r: &Result<_, Error>| matches!(r, Err(Error::Corruption { page: p, .. }) if *p == page);
+        let mut t = w.open_table("t")?;
+        assert!(same(&t.get(&1u32.to_be_bytes()).map(|_| ())), "get");
+        assert!(same(&t.iter().map(|_| ())), "iter");
+        assert!(same(&t.first().map(|_| ())), "first");
+        assert!(same(&t.insert(b"new", b"v").map(|_| ())), "insert");
+        assert!(same(&t.remove(&5u32.to_be_bytes()).map(|_| ())), "remove");
+        drop(t);
+        assert!(same(&w.list_tables().map(|_| ())), "list_tables");
+    }
     // The commit reports that damage (before, it failed on an owned node its tree no
     // longer reached, or, had the damage come between two leaves' runs, committed half
     // the range).
