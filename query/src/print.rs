@@ -12,10 +12,14 @@ pub fn is_printable(bytes: &[u8]) -> bool {
     std::str::from_utf8(bytes).is_ok_and(|s| !s.chars().any(char::is_control))
 }
 
-/// Bytes for people: the text itself when printable, else `x'..'` hex.
+/// Bytes for people: the text itself when printable, else `x'..'` hex. Text that begins
+/// as a hex literal does (`x'`) prints as hex too, so that what is printed reads back as
+/// what is stored (the shell's `.import` reads `x'..'` as hex).
 pub fn display_bytes(bytes: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(bytes) {
-        Ok(s) if is_printable(bytes) => Cow::Borrowed(s),
+        Ok(s) if is_printable(bytes) && !s.starts_with("x'") && !s.starts_with("X'") => {
+            Cow::Borrowed(s)
+        }
         _ => Cow::Owned(hex(bytes)),
     }
 }
@@ -128,6 +132,9 @@ mod tests {
         assert_eq!(display_bytes(b"caf\xc3\xa9"), "café");
         assert_eq!(display_bytes(b"a\tb"), "x'610962'");
         assert_eq!(display_bytes(&[0, 255]), "x'00ff'");
+        assert_eq!(display_bytes(b"x'00'"), "x'78273030 27'".replace(' ', ""));
+        assert_eq!(display_bytes(b"X'"), "x'5827'");
+        assert_eq!(display_bytes(b"x"), "x");
         assert_eq!(display_bytes(b""), "");
     }
 

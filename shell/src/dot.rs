@@ -27,6 +27,9 @@ Dot-commands, each on a line of its own:
 .exit, .quit          leave the shell
 .headers on|off       print column names, or not
 .help                 show this list
+.import [--skip N] FILE [TABLE]
+                      load key,value rows from a CSV file (as .mode csv prints
+                      them) into TABLE or the current one, in one transaction
 .mode MODE            output mode: table, plain, csv, json or line
 .once FILE            send the results of the next line to FILE
 .open FILE            close this database and open FILE (created if missing)
@@ -47,13 +50,14 @@ Ctrl-D leaves (an open transaction is rolled back).";
 const MAX_READ_DEPTH: usize = 16;
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 18] = [
-    ".backup", ".check", ".dump", ".exit", ".headers", ".help", ".mode", ".once", ".open",
-    ".output", ".quit", ".read", ".stats", ".tables", ".timer", ".compact", ".pages", ".page",
+pub const COMMANDS: [&str; 19] = [
+    ".backup", ".check", ".dump", ".exit", ".headers", ".help", ".import", ".mode", ".once",
+    ".open", ".output", ".quit", ".read", ".stats", ".tables", ".timer", ".compact", ".pages",
+    ".page",
 ];
 
 /// The dot-commands whose argument names a file, for completion.
-pub const FILE_COMMANDS: [&str; 5] = [".backup", ".once", ".open", ".output", ".read"];
+pub const FILE_COMMANDS: [&str; 6] = [".backup", ".import", ".once", ".open", ".output", ".read"];
 
 fn on_off(arg: Option<&str>) -> Option<bool> {
     match arg?.to_ascii_lowercase().as_str() {
@@ -164,6 +168,7 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
                 .unwrap_or_default()
         }),
         ".compact" => arity(0..=0, ".compact").and_then(|()| compact(shell)),
+        ".import" => crate::import::run(shell, &args),
         ".output" if args.is_empty() => {
             let file = shell.out.file().unwrap_or_default().to_owned();
             shell

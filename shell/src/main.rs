@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod compact;
 mod dot;
+mod import;
 mod info;
 mod output;
 mod render;
