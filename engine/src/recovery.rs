@@ -9,16 +9,17 @@ use crate::error::{Error, Result};
 use crate::format::header::HeaderError;
 use crate::format::{
     FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LOG_UNITS_VERSION, MAGIC, MAX_PAGE_SIZE,
-    MIN_PAGE_SIZE, OLDEST_VERSION, PageKind, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef,
-    decode_freelist, page_kind, page_txid,
+    MIN_PAGE_SIZE, OLDEST_VERSION, SLOT_LEN, SLOT_OFFSET, Slot, decode_freelist,
 };
 use crate::freelist::FreeList;
-use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 use crate::resync::rewrite;
 use crate::storage::Storage;
 
 mod log_tail;
+pub(crate) mod new_pages;
 use log_tail::log_tail;
+use new_pages::NewPage;
 
 /// The state a file opened at.
 #[derive(Debug)]
@@ -304,67 +305,15 @@ fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
 /// those), following the checksums down from the slot; returns the freelist runs.
 fn verify_commit(snap: &Snapshot) -> Result<Vec<FreeRun>> {
     let s = snap.slot;
-    let entries = if s.freelist_page == 0 || !s.records_freelist() {
-        Vec::new()
-    } else {
-        let len = usize::try_from(s.freelist_len)
-            .map_err(|_| Error::corrupt(s.freelist_page, "freelist length out of range"))?;
-        let bytes = snap.raw(s.freelist_page, len)?;
-        verify(s.freelist_page, bytes, s.freelist_crc)?;
-        if page_kind(bytes) != Some(PageKind::Freelist) {
-            return Err(Error::corrupt(s.freelist_page, "expected a freelist page"));
+    let mut entries = Vec::new();
+    new_pages::walk(snap, s.durable_txid, &mut |page, kind, bytes| {
+        if kind == NewPage::Freelist {
+            entries = decode_freelist(bytes)
+                .ok_or_else(|| Error::corrupt(page, "freelist length mismatch"))?;
         }
-        decode_freelist(bytes)
-            .ok_or_else(|| Error::corrupt(s.freelist_page, "freelist length mismatch"))?
-    };
-    if s.catalog.page != 0 {
-        walk_new(snap, s.catalog, true, 0)?;
-    }
+        Ok(())
+    })?;
     Ok(entries)
-}
-
-fn walk_new(
-    snap: &Snapshot,
-    r: crate::format::ChildRef,
-    catalog: bool,
-    depth: usize,
-) -> Result<()> {
-    if depth > crate::btree::MAX_DEPTH {
-        return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
-    }
-    let page = snap.page(r)?;
-    if page_txid(page).unwrap_or(0) <= snap.slot.durable_txid {
-        return Ok(());
-    }
-    match snap.tree_page(r)? {
-        TreePage::Branch(b) => {
-            for i in 0..=b.keys() {
-                walk_new(snap, b.child(i)?, catalog, depth + 1)?;
-            }
-        }
-        TreePage::Leaf(l) => {
-            for i in 0..l.len() {
-                match l.entry(i)? {
-                    (name, ValueRef::Inline(v)) if catalog => {
-                        let meta = TableMeta::decode(v).ok_or_else(|| {
-                            Error::corrupt(r.page, format!("bad catalog entry for {name:?}"))
-                        })?;
-                        if let Some(root) = meta.root {
-                            walk_new(snap, root, false, 0)?;
-                        }
-                    }
-                    (_, ValueRef::Overflow(o)) if !catalog => {
-                        snap.overflow(o)?;
-                    }
-                    (_, ValueRef::Inline(_)) => {}
-                    (_, ValueRef::Overflow(_)) => {
-                        return Err(Error::corrupt(r.page, "overflow value in the catalog"));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The allocator state of a freshly opened file: every listed page is free, since no

@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
-use crate::format::{OVERFLOW_HEADER, Slot, TableMeta, ValueRef, page_txid};
-use crate::pager::{Snapshot, TreePage, VerifiedSet};
+use crate::format::Slot;
+use crate::pager::{Snapshot, VerifiedSet};
 use crate::storage::Storage;
 
 /// The most bytes of an overflow run copied at once when it is written again.
@@ -106,88 +106,18 @@ pub(crate) fn rewrite(
         storage.region(),
         Arc::new(VerifiedSet::with_capacity(slot.page_count)),
     );
-    let walk = Walk {
-        storage,
-        snap: &snap,
-        durable_txid,
-    };
-    walk.all().inspect_err(|e| {
+    let p = page_size as u64;
+    let written = crate::recovery::new_pages::walk(&snap, durable_txid, &mut |page, _, bytes| {
+        for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+            // A copy: the bytes are the file's own, seen through its map.
+            let copy = chunk.to_vec();
+            storage.write(page * p + (i * CHUNK) as u64, &copy)?;
+        }
+        Ok(())
+    });
+    written.inspect_err(|e| {
         if let Error::Corruption { .. } = e {
             live.clear();
         }
     })
-}
-
-struct Walk<'a> {
-    storage: &'a dyn Storage,
-    snap: &'a Snapshot,
-    durable_txid: u64,
-}
-
-impl Walk<'_> {
-    fn all(&self) -> Result<()> {
-        let s = self.snap.slot;
-        if s.freelist_page != 0 && s.records_freelist() {
-            let len = usize::try_from(s.freelist_len)
-                .map_err(|_| Error::corrupt(s.freelist_page, "freelist length out of range"))?;
-            let bytes = self.snap.raw(s.freelist_page, len)?;
-            crate::pager::verify(s.freelist_page, bytes, s.freelist_crc)?;
-            self.write(s.freelist_page, bytes)?;
-        }
-        if s.catalog.page != 0 {
-            self.tree(s.catalog, true, 0)?;
-        }
-        Ok(())
-    }
-
-    fn write(&self, page: u64, bytes: &[u8]) -> Result<()> {
-        let at = page * self.snap.page_size as u64;
-        for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
-            // A copy: the bytes are the file's own, seen through its map.
-            let copy = chunk.to_vec();
-            self.storage.write(at + (i * CHUNK) as u64, &copy)?;
-        }
-        Ok(())
-    }
-
-    fn tree(&self, r: crate::format::ChildRef, catalog: bool, depth: usize) -> Result<()> {
-        if depth > crate::btree::MAX_DEPTH {
-            return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
-        }
-        let page = self.snap.page(r)?;
-        if page_txid(page).unwrap_or(0) <= self.durable_txid {
-            return Ok(());
-        }
-        self.write(r.page, page)?;
-        match self.snap.tree_page(r)? {
-            TreePage::Branch(b) => {
-                for i in 0..=b.keys() {
-                    self.tree(b.child(i)?, catalog, depth + 1)?;
-                }
-            }
-            TreePage::Leaf(l) => {
-                for i in 0..l.len() {
-                    match l.entry(i)? {
-                        (name, ValueRef::Inline(v)) if catalog => {
-                            let meta = TableMeta::decode(v).ok_or_else(|| {
-                                Error::corrupt(r.page, format!("bad catalog entry for {name:?}"))
-                            })?;
-                            if let Some(root) = meta.root {
-                                self.tree(root, false, 0)?;
-                            }
-                        }
-                        (_, ValueRef::Overflow(o)) => {
-                            let value = self.snap.overflow(o)?;
-                            let run = self.snap.raw(o.page, OVERFLOW_HEADER + value.len())?;
-                            if page_txid(run).unwrap_or(0) > self.durable_txid {
-                                self.write(o.page, run)?;
-                            }
-                        }
-                        (_, ValueRef::Inline(_)) => {}
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }

@@ -39,6 +39,18 @@ pub fn on_faulty_store_with(
     Ok((storage, db))
 }
 
+/// A table's entries, in key order.
+pub type Entries = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Every entry of table `table`, read in a new snapshot.
+pub fn entries(db: &Database, table: &str) -> Result<Entries, Error> {
+    let r = db.begin_read()?;
+    let t = r.open_table(table)?;
+    t.iter()?
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect()
+}
+
 /// The database a file image (after a power cut, or crafted) opens as, in memory.
 pub fn open_image(image: &[u8], read_only: bool) -> Result<Database, Error> {
     Database::builder().read_only(read_only).with_storage(

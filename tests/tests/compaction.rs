@@ -47,14 +47,7 @@ fn fill_then_delete_most(db: &Database, n: u64) -> Result<BTreeMap<Vec<u8>, Vec<
 }
 
 fn contents(db: &Database) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, Error> {
-    let read = db.begin_read()?;
-    let table = read.open_table("t")?;
-    let mut out = BTreeMap::new();
-    for entry in table.iter()? {
-        let (k, v) = entry?;
-        out.insert(k.to_vec(), v.to_vec());
-    }
-    Ok(out)
+    cairn_tests::entries(db, "t")
 }
 
 #[test]

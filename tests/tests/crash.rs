@@ -29,11 +29,7 @@ struct Tally {
 }
 
 fn contents(db: &Database) -> Result<State, Error> {
-    let r = db.begin_read()?;
-    let t = r.open_table("t")?;
-    t.iter()?
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect()
+    cairn_tests::entries(db, "t")
 }
 
 fn change(

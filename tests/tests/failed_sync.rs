@@ -15,11 +15,7 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 const SEEDS: u64 = 48;
 
 fn contents(db: &Database) -> Result<State, Error> {
-    let r = db.begin_read()?;
-    let t = r.open_table("t")?;
-    t.iter()?
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect()
+    cairn_tests::entries(db, "t")
 }
 
 /// Eventual commits of `n` puts each over 1 KiB pages (a few leaves and a branch apiece,
