@@ -25,6 +25,17 @@ pub(crate) struct Cursor<'a> {
     leaf: Option<(LeafView<'a>, usize)>,
     /// Leaves the cursor moved into since its seek.
     crossed: u32,
+    /// The page a scan will read after this leaf's successor, how much of it has been
+    /// asked for, and how much each step asks for (see [`Cursor::prefetch_beyond`]).
+    ahead: Option<Ahead<'a>>,
+}
+
+/// The page after the next one, asked for a few lines at each step through a leaf.
+#[derive(Debug, Clone, Copy)]
+struct Ahead<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    per_step: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -41,6 +52,7 @@ impl<'a> Cursor<'a> {
             stack: Vec::new(),
             leaf: None,
             crossed: 0,
+            ahead: None,
         };
         let Some(root) = root else { return Ok(c) };
         let target = match (bound, forward) {
@@ -129,8 +141,13 @@ impl<'a> Cursor<'a> {
     /// after: asks for that leaf's page while this one is read (the processor's own
     /// prefetching stops at the end of a memory page, and the next leaf may lie anywhere
     /// in the file). Measured (100,000 keys): full scans 29 % faster, scans of 1,000 keys
-    /// 37 %; asking from the first crossing on made scans of 10 keys slower.
-    fn prefetch_beyond(&self, forward: bool) {
+    /// 37 %; asking from the first crossing on made scans of 10 keys slower. The page is
+    /// asked for a few lines at each step through this leaf, so that it is all asked for
+    /// by the leaf's end: asked for at once, its 64 lines stalled the scan until the
+    /// first-level cache's few outstanding requests drained (a third of a cached scan's
+    /// time went to that loop); spread, full scans ran 13–35 % faster (thirty-third
+    /// session, docs/benchmark-history.md).
+    fn prefetch_beyond(&mut self, forward: bool) {
         let Some((b, i)) = self.stack.last() else {
             return;
         };
@@ -139,29 +156,70 @@ impl<'a> Cursor<'a> {
         } else {
             i.checked_sub(1)
         };
-        if let Some(child) = beyond.and_then(|j| b.child(j).ok()) {
-            self.pages.prefetch(child.page);
+        let Some(bytes) = beyond
+            .and_then(|j| b.child(j).ok())
+            .and_then(|child| self.pages.ahead(child.page))
+        else {
+            self.ahead = None;
+            return;
+        };
+        // Spread over the steps through this leaf: the whole page asked for at once
+        // stalled the scan until the first-level cache's few outstanding requests drained.
+        let steps = self.leaf.map_or(1, |(leaf, _)| leaf.len()).max(1);
+        let mut ahead = Ahead {
+            bytes,
+            at: 0,
+            per_step: bytes.len().div_ceil(64).div_ceil(steps) * 64,
+        };
+        ahead.step();
+        self.ahead = (ahead.at < bytes.len()).then_some(ahead);
+    }
+
+    /// Asks for the next lines of the page ahead, if any are left.
+    #[inline]
+    fn prefetch_step(&mut self) {
+        if let Some(ahead) = &mut self.ahead {
+            ahead.step();
+            if ahead.at >= ahead.bytes.len() {
+                self.ahead = None;
+            }
         }
     }
 
     /// The entry under the cursor.
-    pub fn current(&self) -> Option<(LeafView<'a>, usize)> {
-        self.leaf
+    #[inline]
+    pub fn current(&self) -> Option<&(LeafView<'a>, usize)> {
+        self.leaf.as_ref()
     }
 
-    /// Moves one entry forward or back.
+    /// Moves one entry forward or back (in place: a scan takes this step per entry).
+    #[inline]
     pub fn step(&mut self, forward: bool) -> Result<()> {
-        let Some((leaf, i)) = self.leaf else {
+        let Some((leaf, i)) = &mut self.leaf else {
             return Ok(());
         };
-        if forward && i + 1 < leaf.len() {
-            self.leaf = Some((leaf, i + 1));
+        if forward && *i + 1 < leaf.len() {
+            *i += 1;
+            self.prefetch_step();
             Ok(())
-        } else if !forward && i > 0 {
-            self.leaf = Some((leaf, i - 1));
+        } else if !forward && *i > 0 {
+            *i -= 1;
+            self.prefetch_step();
             Ok(())
         } else {
             self.next_leaf(forward)
+        }
+    }
+}
+
+impl Ahead<'_> {
+    /// Asks for the next `per_step` bytes' lines.
+    #[inline]
+    fn step(&mut self) {
+        let end = (self.at + self.per_step).min(self.bytes.len());
+        while self.at < end {
+            crate::format::prefetch::prefetch(self.bytes, self.at);
+            self.at += 64;
         }
     }
 }
@@ -176,7 +234,8 @@ enum End<'a> {
 
 impl<'a> End<'a> {
     /// `None` while not sought; else the cursor's entry (`Some(None)`: off the tree).
-    fn current(&self) -> Option<Option<(LeafView<'a>, usize)>> {
+    #[inline]
+    fn current(&self) -> Option<Option<&(LeafView<'a>, usize)>> {
         match self {
             End::Unsought => None,
             End::At(c) => Some(c.current()),
@@ -228,7 +287,7 @@ impl<'a> RangeIter<'a> {
     fn check_order(&mut self) -> Result<()> {
         match (self.front.current(), self.back.current()) {
             (Some(None), _) | (_, Some(None)) => self.done = true,
-            (Some(Some((fl, fi))), Some(Some((bl, bi)))) if fl.key(fi)? > bl.key(bi)? => {
+            (Some(Some((fl, fi))), Some(Some((bl, bi)))) if fl.key(*fi)? > bl.key(*bi)? => {
                 self.done = true;
             }
             _ => {}
@@ -274,14 +333,14 @@ impl<'a> RangeIter<'a> {
         let End::At(cursor) = mine else {
             return Ok(None);
         };
-        let Some((leaf, i)) = cursor.current() else {
+        let Some(&(ref leaf, i)) = cursor.current() else {
             return Ok(None);
         };
         // Whether this entry is the other cursor's too: then it is the range's last.
         let last = match other.current() {
             None => false,
             Some(None) => return Ok(None),
-            Some(Some((ol, oi))) if leaf.same(&ol) => {
+            Some(Some(&(ref ol, oi))) if leaf.same(ol) => {
                 if (forward && i > oi) || (!forward && i < oi) {
                     return Ok(None);
                 }

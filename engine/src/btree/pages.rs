@@ -84,18 +84,15 @@ impl<'a> Pages<'a> {
 }
 
 impl<'a> Pages<'a> {
-    /// Asks the processor for committed page `page` (its first 4 KiB), which a scan is
-    /// about to read; does nothing for an owned page or one outside the file.
-    pub fn prefetch(&self, page: u64) {
+    /// The bytes of committed page `page` (its first 4 KiB), which a scan is about to
+    /// read, for the caller to ask the processor for; `None` for an owned page or one
+    /// outside the file.
+    pub fn ahead(&self, page: u64) -> Option<&'a [u8]> {
         if self.dirty.is_some_and(|d| d.nodes.contains_key(&page)) {
-            return;
+            return None;
         }
         let len = self.snapshot.page_size.min(4096);
-        if let Ok(bytes) = self.snapshot.raw(page, len) {
-            for at in (0..len).step_by(64) {
-                crate::format::prefetch::prefetch(bytes, at);
-            }
-        }
+        self.snapshot.raw(page, len).ok()
     }
 
     /// The value stored under `key` in leaf `l`.
