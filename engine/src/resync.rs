@@ -115,9 +115,17 @@ pub(crate) fn rewrite(
         }
         Ok(())
     });
-    written.inspect_err(|e| {
-        if let Error::Corruption { .. } = e {
+    written.map_err(|e| match e {
+        Error::Corruption { page, reason } => {
             live.clear();
+            Error::Corruption {
+                page,
+                reason: format!(
+                    "{reason}: written since the last sync, and lost with the cache after a \
+                     sync failed; reopening the database recovers its last durable commit"
+                ),
+            }
         }
+        e => e,
     })
 }

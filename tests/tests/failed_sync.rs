@@ -119,7 +119,11 @@ fn pages_the_cache_lost_after_a_failed_sync_are_reported_not_declared_durable() 
         match db.sync() {
             // Every page happened to reach the disk.
             Ok(()) => assert_eq!(reopened(&storage)?, state, "seed {seed}"),
-            Err(Error::Corruption { .. }) => {
+            Err(Error::Corruption { reason, .. }) => {
+                assert!(
+                    reason.contains("lost with the cache") && reason.contains("reopening"),
+                    "seed {seed}: the error says what happened and what to do: {reason}"
+                );
                 reported += 1;
                 // Readers check the pages again: they see the loss, never the old bytes
                 // as if they were the commit's.
