@@ -129,3 +129,98 @@ pub(crate) fn rewrite(
         e => e,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    use crate::storage::{MemoryStorage, Region, Storage};
+    use crate::{Database, Durability, Error, Result};
+
+    /// A hook run before a sync.
+    type Hook = Box<dyn FnOnce() + Send>;
+
+    /// Memory whose next sync first runs a hook: another thread's sync failing meanwhile.
+    struct Overlapped {
+        memory: MemoryStorage,
+        hook: Mutex<Option<Hook>>,
+    }
+
+    impl std::fmt::Debug for Overlapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Overlapped").finish_non_exhaustive()
+        }
+    }
+
+    impl Storage for Overlapped {
+        fn len(&self) -> u64 {
+            self.memory.len()
+        }
+        fn region(&self) -> Arc<Region> {
+            self.memory.region()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            self.memory.write(offset, data)
+        }
+        fn sync(&self) -> io::Result<()> {
+            let hook = self
+                .hook
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(hook) = hook {
+                hook();
+            }
+            self.memory.sync()
+        }
+        fn resize(&self, len: u64) -> io::Result<()> {
+            self.memory.resize(len)
+        }
+    }
+
+    fn put(db: &Database, value: &[u8]) -> Result<()> {
+        let mut w = db.begin_write()?;
+        w.set_durability(Durability::Immediate);
+        w.open_table("t")?.insert(b"k", value)?;
+        w.commit()
+    }
+
+    /// A sync that succeeds while another thread's sync fails (the background sync's,
+    /// which runs without the writer) may have had its writes forgotten by that failure:
+    /// its commit fails instead of being declared durable, and the next one, which writes
+    /// the unsynced pages again, succeeds.
+    #[test]
+    fn a_sync_overlapped_by_a_failed_one_fails_too() -> Result<()> {
+        let storage = Arc::new(Overlapped {
+            memory: MemoryStorage::new()?,
+            hook: Mutex::default(),
+        });
+        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        put(&db, b"1")?;
+        let inner = Arc::clone(&db.inner);
+        *storage.hook.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(Box::new(move || inner.note_failed_sync()));
+        // (A storage without durable writes keeps no commit log: every durable commit syncs.)
+        let overlapped = put(&db, b"2");
+        assert!(
+            matches!(&overlapped, Err(Error::Io(e)) if e.to_string().contains("failed meanwhile")),
+            "{overlapped:?}"
+        );
+        assert!(
+            db.inner.sync_failures.pending(),
+            "the failure is still to make up for"
+        );
+        put(&db, b"3")?;
+        assert!(
+            !db.inner.sync_failures.pending(),
+            "made up for by the next sync"
+        );
+        let r = db.begin_read()?;
+        assert_eq!(r.open_table("t")?.get(b"k")?, Some(&b"3"[..]));
+        Ok(())
+    }
+}
