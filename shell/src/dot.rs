@@ -25,6 +25,7 @@ Dot-commands, each on a line of its own:
 .compact              move the data to the start of the file and give back the rest
 .dump [TABLE]         print a script that rebuilds the database (or one table)
 .exit, .quit          leave the shell
+.export FILE [TABLE]  write the rows of TABLE (or the current one) to FILE as CSV
 .headers on|off       print column names, or not
 .help                 show this list
 .import [--skip N] FILE [TABLE]
@@ -50,14 +51,16 @@ Ctrl-D leaves (an open transaction is rolled back).";
 const MAX_READ_DEPTH: usize = 16;
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 19] = [
-    ".backup", ".check", ".dump", ".exit", ".headers", ".help", ".import", ".mode", ".once",
-    ".open", ".output", ".quit", ".read", ".stats", ".tables", ".timer", ".compact", ".pages",
-    ".page",
+pub const COMMANDS: [&str; 20] = [
+    ".backup", ".check", ".dump", ".exit", ".export", ".headers", ".help", ".import", ".mode",
+    ".once", ".open", ".output", ".quit", ".read", ".stats", ".tables", ".timer", ".compact",
+    ".pages", ".page",
 ];
 
 /// The dot-commands whose argument names a file, for completion.
-pub const FILE_COMMANDS: [&str; 6] = [".backup", ".import", ".once", ".open", ".output", ".read"];
+pub const FILE_COMMANDS: [&str; 7] = [
+    ".backup", ".export", ".import", ".once", ".open", ".output", ".read",
+];
 
 fn on_off(arg: Option<&str>) -> Option<bool> {
     match arg?.to_ascii_lowercase().as_str() {
@@ -168,7 +171,8 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
                 .unwrap_or_default()
         }),
         ".compact" => arity(0..=0, ".compact").and_then(|()| compact(shell)),
-        ".import" => crate::import::run(shell, &args),
+        ".import" => crate::csv_file::import(shell, &args),
+        ".export" => crate::csv_file::export(shell, &args),
         ".output" if args.is_empty() => {
             let file = shell.out.file().unwrap_or_default().to_owned();
             shell

@@ -7,8 +7,8 @@
 mod bench;
 mod cli;
 mod compact;
+mod csv_file;
 mod dot;
-mod import;
 mod info;
 mod output;
 mod render;

@@ -72,7 +72,7 @@ pub struct RowWriter<'w> {
     interrupt: Option<&'w AtomicBool>,
 }
 
-fn csv_field(s: &str) -> Cow<'_, str> {
+pub fn csv_field(s: &str) -> Cow<'_, str> {
     if s.contains([',', '"', '\n', '\r']) {
         Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
     } else {

@@ -1,18 +1,20 @@
-//! `.import [--skip N] FILE [TABLE]`: loads the `key,value` rows of a CSV file into a
-//! table, in one transaction.
+//! CSV files of `key,value` rows: `.export FILE [TABLE]` writes a table's, and
+//! `.import [--skip N] FILE [TABLE]` loads them into a table, in one transaction.
 //!
-//! Fields are read the way `.mode csv` prints keys and values, so that a table printed
-//! with `SCAN` loads back unchanged: a field `x'..'` (hex digits in pairs) is those bytes,
-//! any other field its own bytes (text). Inside `BEGIN` the rows join the open
-//! transaction; otherwise they commit together or, at the first bad row, not at all.
+//! Fields are written and read the way `.mode csv` prints keys and values, so that a table
+//! exported (or printed with `SCAN`) loads back unchanged: a field `x'..'` (hex digits in
+//! pairs) is those bytes, any other field its own bytes (text). Inside `BEGIN` imported
+//! rows join the open transaction; otherwise they commit together or, at the first bad
+//! row, not at all.
 
 use std::cell::Cell;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use cairn_query::{Literal, Outcome, Statement};
+use cairn_query::{Literal, Outcome, Statement, display_bytes};
 
+use crate::render::csv_field;
 use crate::shell::Shell;
 
 /// The most bytes one row may take (the longest statement the language reads): a file
@@ -91,8 +93,59 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
+/// Runs `.export` with `args`: the table's rows, from a snapshot of the last commit, in
+/// key order; the message to print, or the error.
+pub fn export(shell: &mut Shell, args: &[&str]) -> Result<String, String> {
+    let (file, table) = match args {
+        [file] => (*file, None),
+        [file, table] => (*file, Some(*table)),
+        _ => return Err("usage: .export FILE [TABLE]".to_owned()),
+    };
+    let table = table.unwrap_or(shell.session.table()).to_owned();
+    let snapshot = shell
+        .session
+        .database()
+        .begin_read()
+        .map_err(|e| e.to_string())?;
+    let rows = snapshot.open_table(&table).map_err(|e| e.to_string())?;
+    let out = std::fs::File::create(file).map_err(|e| format!("cannot write {file}: {e}"))?;
+    let interrupt = shell.interrupt_flag();
+    let written = (|| -> Result<u64, String> {
+        let mut out = io::BufWriter::new(out);
+        let mut n = 0u64;
+        for entry in rows.iter().map_err(|e| e.to_string())? {
+            if interrupt.load(Ordering::Relaxed) {
+                return Err("interrupted".to_owned());
+            }
+            let (k, v) = entry.map_err(|e| e.to_string())?;
+            let [key, value] = [k, v].map(display_bytes);
+            let [key, value] = [&key, &value].map(|f| csv_field(f));
+            if (key.len() + value.len() + 2) as u64 > MAX_ROW {
+                return Err(format!(
+                    "the row of {} is over the {} MiB that .import reads",
+                    display_bytes(k),
+                    MAX_ROW >> 20
+                ));
+            }
+            writeln!(out, "{key},{value}").map_err(|e| format!("cannot write {file}: {e}"))?;
+            n += 1;
+        }
+        out.flush()
+            .map_err(|e| format!("cannot write {file}: {e}"))?;
+        Ok(n)
+    })();
+    match written {
+        Ok(n) => {
+            let rows = if n == 1 { "row" } else { "rows" };
+            Ok(format!("exported {n} {rows} of {table} to {file}"))
+        }
+        // (Not removed: FILE may be a device or a pipe, which is no scratch to delete.)
+        Err(e) => Err(format!("{e}; {file} holds only the rows before it")),
+    }
+}
+
 /// Runs `.import` with `args`; the message to print, or the error.
-pub fn run(shell: &mut Shell, args: &[&str]) -> Result<String, String> {
+pub fn import(shell: &mut Shell, args: &[&str]) -> Result<String, String> {
     let req = request(args)?;
     let file =
         std::fs::File::open(req.file).map_err(|e| format!("cannot read {}: {e}", req.file))?;
