@@ -707,10 +707,14 @@ impl Database {
     }
 
     /// Makes every commit so far durable (waits for an open write transaction to end).
+    /// After a sync that failed, this one first writes again every page written since the
+    /// last durable commit (the operating system may have dropped them unwritten).
     ///
     /// # Errors
     /// An I/O error from `fdatasync`, or the one the background sync of Eventual commits
     /// met since the last call (returned instead of syncing: call again to sync);
+    /// [`Error::Corruption`] when a page written since the last durable commit was lost
+    /// after a failed sync (reopening recovers the last durable commit);
     /// [`Error::WriteTxnOnThisThread`] and [`Error::WriterLost`] as for
     /// [`Database::begin_write`].
     pub fn sync(&self) -> Result<()> {

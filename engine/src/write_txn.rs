@@ -377,7 +377,9 @@ impl WriteTxn {
     /// An I/O error: the commit did not happen, and the database stays at its last commit.
     /// [`Error::Corruption`] when a removal in this transaction met a damaged page (the
     /// error it returned then; it may have changed the tree before): the transaction is
-    /// rolled back instead of committing half a change.
+    /// rolled back instead of committing half a change. Also when a commit that syncs
+    /// finds that a page written since the last durable commit was lost after an earlier
+    /// sync failed (as [`crate::Database::sync`]).
     pub fn commit(mut self) -> Result<()> {
         let Some(original) = self.original.take() else {
             return Ok(());
