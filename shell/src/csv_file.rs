@@ -118,14 +118,21 @@ pub fn export(shell: &mut Shell, args: &[&str]) -> Result<String, String> {
                 return Err("interrupted".to_owned());
             }
             let (k, v) = entry.map_err(|e| e.to_string())?;
-            let [key, value] = [k, v].map(display_bytes);
-            let [key, value] = [&key, &value].map(|f| csv_field(f));
-            if (key.len() + value.len() + 2) as u64 > MAX_ROW {
-                return Err(format!(
+            let too_long = || {
+                format!(
                     "the row of {} is over the {} MiB that .import reads",
                     display_bytes(k),
                     MAX_ROW >> 20
-                ));
+                )
+            };
+            // (Checked on the bytes first: a value of gigabytes is not formatted.)
+            if (k.len() + v.len()) as u64 > MAX_ROW {
+                return Err(too_long());
+            }
+            let [key, value] = [k, v].map(display_bytes);
+            let [key, value] = [&key, &value].map(|f| csv_field(f));
+            if (key.len() + value.len() + 2) as u64 > MAX_ROW {
+                return Err(too_long());
             }
             writeln!(out, "{key},{value}").map_err(|e| format!("cannot write {file}: {e}"))?;
             n += 1;
