@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -50,6 +50,28 @@ fn awkward(rng: &mut SmallRng) -> Vec<u8> {
         .collect()
 }
 
+/// Runs `cairn DB -c COMMAND`.
+fn cairn(db: &Path, command: &str) -> Output {
+    common::run(
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .arg(db)
+            .arg("-c")
+            .arg(command),
+        b"",
+    )
+}
+
+/// Runs `cairn DB -c COMMAND`, which must succeed.
+fn succeeds(db: &Path, command: &str) -> Output {
+    let out = cairn(db, command);
+    assert!(
+        out.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn a_table_survives_export_and_import_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -66,31 +88,8 @@ fn a_table_survives_export_and_import_byte_for_byte() {
         data.insert(key, awkward(&mut rng));
     }
     common::database_with(&from, &data);
-    let cairn = || Command::new(env!("CARGO_BIN_EXE_cairn"));
-    let out = common::run(
-        cairn()
-            .arg(&from)
-            .arg("-c")
-            .arg(format!(".export '{}'", csv.display())),
-        b"",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = common::run(
-        cairn()
-            .arg(&to)
-            .arg("-c")
-            .arg(format!(".import '{}'", csv.display())),
-        b"",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(&from, &format!(".export '{}'", csv.display()));
+    let out = succeeds(&to, &format!(".import '{}'", csv.display()));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "imported 2000 rows into main"
@@ -104,13 +103,7 @@ fn a_row_import_could_not_read_back_fails_the_export() {
     let (db, csv) = (dir.path().join("db.cairn"), dir.path().join("rows.csv"));
     // 40 MiB of bytes that print as hex: an 80 MiB row.
     common::database_with(&db, [(b"big".to_vec(), vec![0xffu8; 40 << 20])]);
-    let out = common::run(
-        Command::new(env!("CARGO_BIN_EXE_cairn"))
-            .arg(&db)
-            .arg("-c")
-            .arg(format!(".export '{}'", csv.display())),
-        b"",
-    );
+    let out = cairn(&db, &format!(".export '{}'", csv.display()));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the row of big is over the 64 MiB"), "{err}");

@@ -62,7 +62,7 @@ impl State {
     /// Counts an operation; the error it meets, if any.
     fn fault(&mut self) -> Option<io::Error> {
         self.ops += 1;
-        if self.dead_after.is_some_and(|n| self.ops > n) {
+        if self.dead() {
             return Some(io::Error::other("injected: the process is gone"));
         }
         if self.fail_at == Some(self.ops) {
