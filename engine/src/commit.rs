@@ -12,6 +12,7 @@ mod encode;
 mod file_size;
 mod page_writes;
 mod record;
+mod spill;
 
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ pub(crate) use file_size::grow;
 use file_size::{MIN_GROWTH_PAGES, pages_to_cut, tail_to_cut};
 use page_writes::{Written, pages_per_write};
 use record::Record;
+pub(crate) use spill::MIN_BUDGET_PAGES;
 
 /// How many freed pages may wait for a sync before an Eventual commit syncs anyway. A fixed
 /// number, not a share of the file: every waiting page is listed in the freelist that each
@@ -154,8 +156,14 @@ impl WriteTxn {
                 "internal: an owned node is not reached from its tree",
             ));
         }
-        // Runs written when they were made only need their pages re-verified when read.
-        let mut written_runs = Vec::new();
+        // Runs written when they were made, and spilled pages, only need their pages
+        // re-verified when read.
+        let mut written_runs: Vec<_> = self
+            .dirty
+            .spilled
+            .drain()
+            .map(|(page, _)| page..page + 1)
+            .collect();
         for (page, run) in self.dirty.overflow.drain() {
             match run {
                 Run::Held(bytes) => out.push((page, bytes)),

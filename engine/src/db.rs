@@ -42,7 +42,12 @@ pub struct Builder {
     /// How often Eventual commits are synced in the background; `None`: the default
     /// (every second for a file, never for other storage).
     eventual_sync: Option<Option<Duration>>,
+    txn_memory: usize,
 }
+
+/// The memory a write transaction's changed tree pages may take, unless the builder says
+/// otherwise.
+const DEFAULT_TXN_MEMORY: usize = 64 << 20;
 
 /// How often a file's Eventual commits are synced in the background, unless the builder
 /// says otherwise.
@@ -58,6 +63,7 @@ impl Default for Builder {
             read_only: false,
             poll_waits: true,
             eventual_sync: None,
+            txn_memory: DEFAULT_TXN_MEMORY,
         }
     }
 }
@@ -124,6 +130,21 @@ impl Builder {
     /// never for one in memory or on storage given to [`Builder::with_storage`].
     pub fn eventual_sync(mut self, interval: Option<Duration>) -> Self {
         self.eventual_sync = Some(interval);
+        self
+    }
+
+    /// About how much memory a write transaction's changed tree pages may take (default
+    /// 64 MiB; at least 16 pages). Past it, the transaction writes the changed leaves it
+    /// holds (all but the last leaf of each table it appends to), and when its branches
+    /// alone fill half of it, those too, to the free pages its commit would have written
+    /// them to. A transaction of any size then runs in bounded memory: its commit writes
+    /// the rest and syncs them all, as before, and a rollback or a crash leaves the
+    /// written pages free. A written page the transaction changes again is read back and
+    /// written again later, so a transaction of random changes over a tree larger than
+    /// this may write some pages twice. (Overflow pages of large values never stay in
+    /// memory: they are written as they are put.)
+    pub fn txn_memory(mut self, bytes: usize) -> Self {
+        self.txn_memory = bytes;
         self
     }
 
@@ -213,10 +234,11 @@ impl Builder {
             });
         }
         let slot = opened.snapshot.slot;
+        let page_size = opened.snapshot.page_size;
         let inner = Inner {
             storage,
             path,
-            page_size: opened.snapshot.page_size,
+            page_size,
             read_only: self.read_only,
             lock_file,
             durability: self.durability,
@@ -251,6 +273,8 @@ impl Builder {
             syncer: Mutex::new(None),
             background_error: Mutex::new(None),
             sync_failures: crate::resync::SyncFailures::default(),
+            txn_budget_pages: (self.txn_memory / page_size).max(crate::commit::MIN_BUDGET_PAGES),
+            pages_spilled: AtomicU64::new(0),
         };
         inner.group_time.set_enabled(self.poll_waits);
         let db = Database {
@@ -428,6 +452,11 @@ pub(crate) struct Inner {
     pub background_error: Mutex<Option<Error>>,
     /// Failed syncs, which the next sync makes up for (`resync.rs`).
     pub sync_failures: crate::resync::SyncFailures,
+    /// How many changed tree nodes a write transaction holds before it spills some
+    /// (`commit/spill.rs`).
+    pub txn_budget_pages: usize,
+    /// Pages spilled since opening (see [`IoStats::pages_spilled`]).
+    pub pages_spilled: AtomicU64,
 }
 
 impl Inner {
@@ -620,6 +649,9 @@ pub struct IoStats {
     pub bytes_written: u64,
     /// The file's length now.
     pub file_size: u64,
+    /// Tree pages write transactions wrote before their commit, to bound their memory
+    /// ([`Builder::txn_memory`]).
+    pub pages_spilled: u64,
 }
 
 /// An open database. Cheap to clone; clones share the same open file.
@@ -810,6 +842,7 @@ impl Database {
             writes: c.writes.load(Ordering::Relaxed),
             bytes_written: c.bytes_written.load(Ordering::Relaxed),
             file_size: self.inner.storage.len(),
+            pages_spilled: self.inner.pages_spilled.load(Ordering::Relaxed),
         }
     }
 

@@ -39,6 +39,20 @@ pub(crate) enum TreePage<'a> {
     Branch(BranchPage<'a>),
 }
 
+impl<'a> TreePage<'a> {
+    /// The tree page stored at page `id` as `bytes` (verified by the caller).
+    pub fn parse(bytes: &'a [u8], id: u64) -> Result<TreePage<'a>> {
+        match page_kind(bytes) {
+            Some(PageKind::Leaf) => Ok(TreePage::Leaf(LeafPage::new(bytes, id)?)),
+            Some(PageKind::Branch) => Ok(TreePage::Branch(BranchPage::new(bytes, id)?)),
+            other => Err(Error::corrupt(
+                id,
+                format!("expected a tree page, found {other:?}"),
+            )),
+        }
+    }
+}
+
 impl Snapshot {
     pub fn new(
         slot: Slot,
@@ -105,31 +119,21 @@ impl Snapshot {
         if fresh {
             verify(r.page, bytes, r.crc)?;
         }
-        match page_kind(bytes) {
-            Some(PageKind::Leaf) => {
-                let known = if fresh {
-                    self.verified.insert(r.page);
-                    Known::Unexamined
-                } else {
-                    self.verified.shape(r.page)
-                };
-                Ok(TreePage::Leaf(
-                    LeafPage::new(bytes, r.page)?.with_shape(known),
-                ))
-            }
-            kind => {
-                if fresh {
-                    self.verified.insert(r.page);
-                }
-                match kind {
-                    Some(PageKind::Branch) => Ok(TreePage::Branch(BranchPage::new(bytes, r.page)?)),
-                    other => Err(Error::corrupt(
-                        r.page,
-                        format!("expected a tree page, found {other:?}"),
-                    )),
-                }
-            }
+        if page_kind(bytes) == Some(PageKind::Leaf) {
+            let known = if fresh {
+                self.verified.insert(r.page);
+                Known::Unexamined
+            } else {
+                self.verified.shape(r.page)
+            };
+            return Ok(TreePage::Leaf(
+                LeafPage::new(bytes, r.page)?.with_shape(known),
+            ));
         }
+        if fresh {
+            self.verified.insert(r.page);
+        }
+        TreePage::parse(bytes, r.page)
     }
 
     /// Leaf `page`, if it is one and was verified (as a page of this snapshot read before).

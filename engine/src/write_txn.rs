@@ -119,6 +119,7 @@ impl WriteTxn {
                 (ops.payload().len() + op.encoded_len()) as u64
                     > crate::commit::ALWAYS_LOGGED_RECORD
             });
+        self.bound_memory()?;
         let out = change(self);
         let keep = out.is_ok() && self.ops.as_mut().is_some_and(|ops| ops.record(table, op));
         if !keep {
@@ -136,6 +137,7 @@ impl WriteTxn {
         change: impl FnOnce(&mut WriteTxn, &mut Vec<u8>, &mut Vec<usize>) -> Result<T>,
     ) -> Result<T> {
         self.undamaged()?;
+        self.bound_memory()?;
         let (mut keys, mut ends) = (Vec::new(), Vec::new());
         let out = change(self, &mut keys, &mut ends);
         let keep = out.is_ok()

@@ -21,12 +21,15 @@ pub fn on_faulty_store(seed: u64) -> Result<(Arc<FaultyStorage>, Database), Erro
 /// As [`on_faulty_store`], with pages of `page_size` bytes, a commit log of `log_bytes`
 /// (`Builder::log_size`; the default when `None`: a small one fills within a few commits,
 /// so that the log's cycles end and start again), and the background sync of Eventual
-/// commits every `eventual_sync` (its thread's timing is not reproducible from the seed).
+/// commits every `eventual_sync` (its thread's timing is not reproducible from the seed),
+/// and write transactions that spill changed pages past `txn_memory` bytes
+/// (`Builder::txn_memory`; the default when `None`).
 pub fn on_faulty_store_with(
     seed: u64,
     page_size: usize,
     log_bytes: Option<u64>,
     eventual_sync: Option<std::time::Duration>,
+    txn_memory: Option<usize>,
 ) -> Result<(Arc<FaultyStorage>, Database), Error> {
     let storage = FaultyStorage::new(seed)?;
     let mut builder = Database::builder()
@@ -34,6 +37,9 @@ pub fn on_faulty_store_with(
         .eventual_sync(eventual_sync);
     if let Some(bytes) = log_bytes {
         builder = builder.log_size(bytes);
+    }
+    if let Some(bytes) = txn_memory {
+        builder = builder.txn_memory(bytes);
     }
     let db = builder.with_storage(storage.clone(), true, None)?;
     Ok((storage, db))

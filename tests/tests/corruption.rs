@@ -234,7 +234,7 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
 /// damage instead of committing half a removal, and the file keeps every key.
 #[test]
 fn a_removal_that_meets_damage_part_way_cannot_commit() -> Result<(), Error> {
-    let (storage, db) = cairn_tests::on_faulty_store_with(11, 1024, None, None)?;
+    let (storage, db) = cairn_tests::on_faulty_store_with(11, 1024, None, None, None)?;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     let mut t = w.open_table("t")?;

@@ -26,6 +26,8 @@ struct Tally {
     injected_errors: usize,
     /// Cuts whose reopening replayed commits from the commit log.
     replayed: usize,
+    /// Lives whose write transactions spilled pages before their commit.
+    spilled: usize,
 }
 
 fn contents(db: &Database) -> Result<State, Error> {
@@ -84,7 +86,10 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
     // thread's syncs land among the commits, the injected errors and the cut (its timing
     // is not reproducible from the seed).
     let background = rng.random_bool(0.25).then_some(Duration::from_micros(200));
-    let (storage, db) = on_faulty_store_with(seed, page_size, log, background)?;
+    // A third of the lives give write transactions the smallest budget (16 pages), so
+    // that larger ones write leaves and branches before their commit (`commit/spill.rs`).
+    let budget = rng.random_bool(0.33).then_some(16 * page_size);
+    let (storage, db) = on_faulty_store_with(seed, page_size, log, background, budget)?;
     storage.lie_about_syncs(lie);
     let mut w = db.begin_write()?;
     w.create_table("t")?;
@@ -113,7 +118,9 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
         // which then does not happen (the state is not in doubt).
         let filled = (|| {
             let mut t = w.open_table("t")?;
-            for _ in 0..rng.random_range(1..30) {
+            // (Four times as many changes under the small budget: some spill.)
+            let scale = if budget.is_some() { 4 } else { 1 };
+            for _ in 0..rng.random_range(1..30) * scale {
                 change(&mut rng, &mut state, &mut t)?;
             }
             Ok::<(), Error>(())
@@ -141,6 +148,7 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
             durable = history.len() - 1;
         }
     }
+    tally.spilled += usize::from(db.io_stats().pages_spilled > 0);
     let image = storage.power_cut();
     drop(db);
     tally.cuts += 1;
@@ -215,6 +223,7 @@ fn power_cuts_never_lose_acknowledged_commits_nor_mix_states() -> Result<(), Err
         tally.replayed > 0,
         "some cuts left commits only the log held"
     );
+    assert!(tally.spilled > 0, "some transactions spilled pages");
     Ok(())
 }
 

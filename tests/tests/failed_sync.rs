@@ -39,7 +39,7 @@ fn eventual_commits(db: &Database, state: &mut State, commits: u32) -> Result<()
 
 /// A database on a fault-injecting store with one durable commit: an empty table "t".
 fn start(seed: u64, log: Option<u64>) -> Result<(std::sync::Arc<FaultyStorage>, Database), Error> {
-    let (storage, db) = on_faulty_store_with(seed, 1024, log, None)?;
+    let (storage, db) = on_faulty_store_with(seed, 1024, log, None, None)?;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.commit()?;

@@ -111,7 +111,7 @@ fn life(seed: u64, tally: &mut Tally) -> Result<Vec<String>, Error> {
     let log = small_log.then_some(16 * page_size as u64);
     // A quarter of the lives sync Eventual batches in the background, often.
     let background = rng.random_bool(0.25).then_some(Duration::from_micros(200));
-    let (storage, db) = on_faulty_store_with(seed, page_size, log, background)?;
+    let (storage, db) = on_faulty_store_with(seed, page_size, log, background, None)?;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.set_durability(Durability::Immediate);

@@ -65,14 +65,30 @@ fn workload(db: &Database) -> Result<(State, Vec<State>), Error> {
     Ok((acked, failed))
 }
 
-fn fresh(storage: &Arc<FaultyStorage>) -> Result<Database, Error> {
-    Database::builder()
-        .page_size(1024)
-        .with_storage(storage.clone(), true, None)
+/// A database with 1 KiB pages, whose write transactions hold `txn_memory` bytes of
+/// changed pages before they spill some (the default when `None`).
+fn fresh(storage: &Arc<FaultyStorage>, txn_memory: Option<usize>) -> Result<Database, Error> {
+    let mut builder = Database::builder().page_size(1024);
+    if let Some(bytes) = txn_memory {
+        builder = builder.txn_memory(bytes);
+    }
+    builder.with_storage(storage.clone(), true, None)
 }
 
 #[test]
 fn every_injection_point_leaves_the_last_acknowledged_commit() -> Result<(), Error> {
+    every_injection_point(None)
+}
+
+/// The same with the smallest budget (16 pages), under which the larger transactions
+/// write pages before their commit: the failure may come in such a write.
+#[test]
+fn every_injection_point_in_spilling_transactions_leaves_the_last_commit() -> Result<(), Error> {
+    every_injection_point(Some(16 << 10))
+}
+
+fn every_injection_point(txn_memory: Option<usize>) -> Result<(), Error> {
+    let fresh = |storage: &Arc<FaultyStorage>| fresh(storage, txn_memory);
     // A clean run, to count the operations.
     let clean = FaultyStorage::new(1)?;
     let db = fresh(&clean)?;
@@ -80,6 +96,11 @@ fn every_injection_point_leaves_the_last_acknowledged_commit() -> Result<(), Err
     let (_, failed) = workload(&db)?;
     assert!(failed.is_empty());
     let total = clean.operations() - start;
+    assert_eq!(
+        db.io_stats().pages_spilled > 0,
+        txn_memory.is_some(),
+        "transactions spill under the small budget only"
+    );
     drop(db);
 
     let (mut points, mut in_doubt) = (0, 0);

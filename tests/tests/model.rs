@@ -62,12 +62,14 @@ fn valid(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
     }
 }
 
-fn open(path: &std::path::Path, page_size: usize) -> Checked {
-    let db = Database::builder()
+fn open(path: &std::path::Path, page_size: usize, txn_memory: Option<usize>) -> Checked {
+    let mut builder = Database::builder()
         .page_size(page_size)
-        .durability(Durability::Eventual)
-        .create(path)
-        .unwrap_or_else(|e| panic!("open: {e}"));
+        .durability(Durability::Eventual);
+    if let Some(bytes) = txn_memory {
+        builder = builder.txn_memory(bytes);
+    }
+    let db = builder.create(path).unwrap_or_else(|e| panic!("open: {e}"));
     let report = db.check().unwrap_or_else(|e| panic!("check: {e}"));
     assert!(report.is_ok(), "after open: {:?}", report.problems);
     Checked(db)
@@ -97,18 +99,28 @@ fn assert_matches(db: &Database, model: &Model) -> Result<(), Error> {
     Ok(())
 }
 
-fn run(seed: u64, ops: usize, page_size: usize) -> Result<(), Error> {
+/// Runs `ops` random operations. With `txn_memory`, transactions are long (a hundredth
+/// as many commits, rollbacks, reopens and table drops) and spill pages past that
+/// budget; returns how many they spilled.
+fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Result<u64, Error> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("model.cairn");
+    let open = |path: &std::path::Path, page_size| open(path, page_size, txn_memory);
     let mut db = open(&path, page_size);
+    let mut spilled = 0;
     let max = db.max_key_len();
     let mut committed: Model = BTreeMap::new();
     let mut txn = db.begin_write()?;
     let mut working = committed.clone();
     for step in 0..ops {
         let name = TABLES[rng.random_range(0..TABLES.len())];
-        match rng.random_range(0..100) {
+        let mut op = rng.random_range(0..100);
+        let ends = op >= 75 || ((70..=74).contains(&op) && working.contains_key(name));
+        if txn_memory.is_some() && ends && rng.random_bool(0.99) {
+            op = rng.random_range(0..70);
+        }
+        match op {
             0..=34 => {
                 let (mut k, v) = (key(&mut rng, max), value(&mut rng));
                 if let Some(m) = working.get_mut(name) {
@@ -236,6 +248,7 @@ fn run(seed: u64, ops: usize, page_size: usize) -> Result<(), Error> {
                 // Reopen: the open transaction is rolled back when dropped.
                 drop(txn);
                 working = committed.clone();
+                spilled += db.io_stats().pages_spilled;
                 drop(db);
                 db = open(&path, page_size);
                 assert_matches(&db, &committed)?;
@@ -245,9 +258,11 @@ fn run(seed: u64, ops: usize, page_size: usize) -> Result<(), Error> {
     }
     txn.commit()?;
     assert_matches(&db, &working)?;
+    spilled += db.io_stats().pages_spilled;
     drop(db);
     let db = open(&path, page_size);
-    assert_matches(&db, &working)
+    assert_matches(&db, &working)?;
+    Ok(spilled)
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -263,7 +278,26 @@ fn random_operations_match_a_btreemap() -> Result<(), Error> {
     let seed = seed("model");
     let ops = scale("CAIRN_MODEL_OPS", 3000);
     for (i, page_size) in [1024, 4096, 16384].into_iter().enumerate() {
-        run(seed.wrapping_add(i as u64), ops, page_size)?;
+        run(seed.wrapping_add(i as u64), ops, page_size, None)?;
+    }
+    Ok(())
+}
+
+/// Long transactions under the smallest budget (16 pages): they write leaves and branches
+/// before their commit, read them back, change them again, remove them, roll them back.
+#[test]
+fn long_spilling_transactions_match_a_btreemap() -> Result<(), Error> {
+    let seed = seed("model_spill");
+    let ops = scale("CAIRN_MODEL_OPS", 3000);
+    for (i, page_size) in [1024, 4096].into_iter().enumerate() {
+        let spilled = run(
+            seed.wrapping_add(i as u64),
+            ops,
+            page_size,
+            Some(16 * page_size),
+        )?;
+        eprintln!("page size {page_size}: {spilled} pages spilled");
+        assert!(spilled > 0, "page size {page_size}: nothing spilled");
     }
     Ok(())
 }

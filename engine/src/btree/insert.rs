@@ -30,6 +30,13 @@ pub(crate) struct Tail {
     leaf: u64,
 }
 
+impl Tail {
+    /// The tail leaf's page.
+    pub fn leaf(&self) -> u64 {
+        self.leaf
+    }
+}
+
 impl TreeWriter<'_> {
     /// Inserts or replaces `key` in the tree under `root`; returns whether it existed.
     pub fn insert(

@@ -2,6 +2,7 @@
 //! transaction owns.
 
 use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
 use super::{BranchView, Node, NodeView};
@@ -23,6 +24,34 @@ pub(crate) struct Dirty {
     pub write_back: super::EarlyWriteBack,
     /// The bytes of the file's commit log, which its growth leaves out.
     pub log_bytes: u64,
+    /// Tree pages written before the commit, to bound the transaction's memory
+    /// (`commit/spill.rs`), by page id: their parents record their checksums, as for
+    /// committed pages, and each is read back only if the transaction reads it again.
+    pub spilled: FxHashMap<u64, OnceLock<Box<[u8]>>>,
+    /// How many spilled pages were read back since the copies were last dropped.
+    pub read_back: AtomicUsize,
+}
+
+impl Dirty {
+    /// The bytes of spilled page `r`, read back (and checked against `r.crc`) the first
+    /// time; `None` when `r` is not a spilled page.
+    pub fn spilled_page(&self, r: ChildRef, page_size: usize) -> Result<Option<&[u8]>> {
+        let Some(copy) = self.spilled.get(&r.page) else {
+            return Ok(None);
+        };
+        if let Some(bytes) = copy.get() {
+            return Ok(Some(bytes));
+        }
+        let storage = self
+            .storage
+            .as_ref()
+            .ok_or_else(|| Error::corrupt(r.page, "internal: a spilled page without storage"))?;
+        let mut bytes = vec![0u8; page_size].into_boxed_slice();
+        storage.read(r.page * page_size as u64, &mut bytes)?;
+        crate::pager::verify(r.page, &bytes, r.crc)?;
+        self.read_back.fetch_add(1, Relaxed);
+        Ok(Some(copy.get_or_init(|| bytes)))
+    }
 }
 
 /// A new overflow run.
@@ -54,10 +83,25 @@ impl<'a> Pages<'a> {
                 Node::Branch(b) => NodeView::Branch(BranchView::Owned(b)),
             });
         }
+        if let Some(bytes) = self.spilled(r)? {
+            return Ok(match TreePage::parse(bytes, r.page)? {
+                TreePage::Leaf(l) => NodeView::Leaf(l),
+                TreePage::Branch(b) => NodeView::Branch(BranchView::Page(b)),
+            });
+        }
         Ok(match self.snapshot.tree_page(r)? {
             TreePage::Leaf(l) => NodeView::Leaf(l),
             TreePage::Branch(b) => NodeView::Branch(BranchView::Page(b)),
         })
+    }
+
+    /// The bytes of `r` if the write transaction spilled it.
+    #[inline]
+    fn spilled(&self, r: ChildRef) -> Result<Option<&'a [u8]>> {
+        match self.dirty {
+            Some(d) if !d.spilled.is_empty() => d.spilled_page(r, self.snapshot.page_size),
+            _ => Ok(None),
+        }
     }
 
     pub fn overflow(&self, o: OverflowRef) -> Result<&'a [u8]> {
@@ -88,7 +132,10 @@ impl<'a> Pages<'a> {
     /// read, for the caller to ask the processor for; `None` for an owned page or one
     /// outside the file.
     pub fn ahead(&self, page: u64) -> Option<&'a [u8]> {
-        if self.dirty.is_some_and(|d| d.nodes.contains_key(&page)) {
+        if self
+            .dirty
+            .is_some_and(|d| d.nodes.contains_key(&page) || d.spilled.contains_key(&page))
+        {
             return None;
         }
         let len = self.snapshot.page_size.min(4096);

@@ -37,7 +37,11 @@ impl TreeWriter<'_> {
         if let Some(n) = self.dirty.nodes.get(&r.page) {
             return Ok(n.clone());
         }
-        Ok(match self.snapshot.tree_page(r)? {
+        let page = match self.dirty.spilled_page(r, self.page_size())? {
+            Some(bytes) => TreePage::parse(bytes, r.page)?,
+            None => self.snapshot.tree_page(r)?,
+        };
+        Ok(match page {
             TreePage::Leaf(l) => Node::Leaf(LeafNode::from_page(&l)?),
             TreePage::Branch(b) => Node::Branch(BranchNode::from_page(&b)?),
         })
@@ -50,6 +54,7 @@ impl TreeWriter<'_> {
             return Ok(r.page);
         }
         let node = self.read_node(r)?;
+        self.dirty.spilled.remove(&r.page);
         self.alloc.free(r.page, self.txid);
         Ok(self.new_node(node))
     }
@@ -87,6 +92,7 @@ impl TreeWriter<'_> {
     /// Frees the page of a node (owned or committed).
     pub fn free_page(&mut self, id: u64) {
         self.dirty.nodes.remove(&id);
+        self.dirty.spilled.remove(&id);
         self.alloc.free(id, self.txid);
     }
 

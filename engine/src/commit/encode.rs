@@ -19,10 +19,19 @@ pub(super) fn place(
     freelist: &mut FreeList,
     txid: u64,
 ) -> FxHashMap<u64, u64> {
-    let mut ids: Vec<(bool, u64)> = nodes
+    let ids = nodes
         .iter()
         .map(|(&id, node)| (matches!(node, Node::Branch(_)), id))
         .collect();
+    place_ids(ids, freelist, txid)
+}
+
+/// As [`place`], for the nodes `ids` (each with whether it is a branch).
+pub(super) fn place_ids(
+    mut ids: Vec<(bool, u64)>,
+    freelist: &mut FreeList,
+    txid: u64,
+) -> FxHashMap<u64, u64> {
     ids.sort_unstable();
     for &(_, id) in &ids {
         // Pages the transaction allocated: free again at once.

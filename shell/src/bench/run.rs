@@ -210,6 +210,7 @@ pub fn run_once(
             writes: after.writes - before.writes,
             bytes_written: after.bytes_written - before.bytes_written,
             file_size: after.file_size,
+            pages_spilled: after.pages_spilled - before.pages_spilled,
         },
         file_size: after.file_size,
     })
