@@ -24,6 +24,8 @@ Options:
   -c, -cmd TEXT         run the statements in TEXT (may be repeated)
   -bail                 stop at the first statement that fails
   -readonly             open FILE read-only
+  -txnmemory SIZE       memory a write transaction's changed pages may take before it
+                        writes some to the file (bytes, or with K, M or G; default 512M)
   -mode MODE            output mode: table, plain, csv, json or line
   -header, -noheader    print column names, or not
   -h, -help             print this help
@@ -49,6 +51,8 @@ pub struct Options {
     pub sources: Vec<Source>,
     pub bail: bool,
     pub read_only: bool,
+    /// `Builder::txn_memory`, when given.
+    pub txn_memory: Option<usize>,
     pub mode: Option<Mode>,
     pub headers: Option<bool>,
     pub help: bool,
@@ -74,6 +78,10 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             Some("c" | "cmd" | "command") => o.sources.push(Source::Text(value(arg)?)),
             Some("bail") => o.bail = true,
             Some("readonly" | "read-only") => o.read_only = true,
+            Some("txnmemory" | "txn-memory") => {
+                let size = value(arg)?;
+                o.txn_memory = Some(parse_size(&size).ok_or_else(|| format!("bad size {size:?}"))?);
+            }
             Some("mode") => {
                 let m = value(arg)?;
                 o.mode = Some(Mode::parse(&m).ok_or_else(|| format!("unknown mode {m:?}"))?);
@@ -93,6 +101,23 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         }
     }
     Ok(o)
+}
+
+/// A size in bytes: digits, then optionally K, M or G (powers of 1024; `KiB`, `MB` and the
+/// like are read the same).
+fn parse_size(text: &str) -> Option<usize> {
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let number: usize = text[..digits].parse().ok()?;
+    let shift = match text[digits..].to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return None,
+    };
+    number.checked_mul(1 << shift)
 }
 
 #[cfg(test)]
@@ -135,5 +160,26 @@ mod tests {
         assert!(parse(&args(&["-c"])).is_err_and(|e| e.contains("needs a value")));
         assert!(parse(&args(&["a", "b"])).is_err_and(|e| e.contains("unexpected argument")));
         assert!(parse(&args(&["-mode", "fancy"])).is_err_and(|e| e.contains("unknown mode")));
+        for bad in ["", "M", "12X", "-1", "99999999999999999999G", "1.5G"] {
+            assert!(
+                parse(&args(&["-txnmemory", bad])).is_err_and(|e| e.contains("bad size")),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        for (text, bytes) in [
+            ("4096", 4096),
+            ("64K", 64 << 10),
+            ("64kib", 64 << 10),
+            ("512M", 512 << 20),
+            ("2GB", 2 << 30),
+            ("7b", 7),
+        ] {
+            let o = parse(&args(&["--txn-memory", text]));
+            assert_eq!(o.map(|o| o.txn_memory), Ok(Some(bytes)), "{text}");
+        }
     }
 }

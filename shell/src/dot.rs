@@ -274,6 +274,16 @@ fn stats(shell: &mut Shell) -> Result<String, String> {
             "pages pinned by readers",
             s.pages_pinned_by_readers.to_string(),
         ),
+        // Since the shell opened the database (`Builder::txn_memory`, `-txnmemory`).
+        (
+            "pages spilled",
+            shell
+                .session
+                .database()
+                .io_stats()
+                .pages_spilled
+                .to_string(),
+        ),
     ];
     let rows = rows
         .iter()

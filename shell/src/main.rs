@@ -83,7 +83,12 @@ fn main() -> ExitCode {
 }
 
 fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
-    let (session, label) = match shell::open_session(options.file.as_deref(), options.read_only) {
+    let opened = shell::open_session(
+        options.file.as_deref(),
+        options.read_only,
+        options.txn_memory,
+    );
+    let (session, label) = match opened {
         Ok(s) => s,
         Err(e) => {
             eprintln!("cairn: {e:#}");
@@ -101,6 +106,7 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         headers: options.headers.unwrap_or(mode == Mode::Table),
         timer: false,
         bail: options.bail,
+        txn_memory: options.txn_memory,
     };
     let mut shell = Shell::new(session, label, settings);
     shell.catch_interrupts()?;

@@ -35,6 +35,8 @@ pub struct Settings {
     pub headers: bool,
     pub timer: bool,
     pub bail: bool,
+    /// `Builder::txn_memory` for the databases the shell opens, when given.
+    pub txn_memory: Option<usize>,
 }
 
 /// An open database with its session and settings.
@@ -69,18 +71,27 @@ pub fn row_writer<'w>(
     Ok(if to_file { w.natural_width() } else { w })
 }
 
-/// Opens `file` (created if missing unless read-only), or a database in memory.
+/// Opens `file` (created if missing unless read-only), or a database in memory, whose
+/// write transactions spill past `txn_memory` bytes (the engine's default when `None`).
 ///
 /// # Errors
 /// When the file cannot be opened, with the engine's reason.
-pub fn open_session(file: Option<&Path>, read_only: bool) -> anyhow::Result<(Session, String)> {
+pub fn open_session(
+    file: Option<&Path>,
+    read_only: bool,
+    txn_memory: Option<usize>,
+) -> anyhow::Result<(Session, String)> {
+    let mut builder = Database::builder();
+    if let Some(bytes) = txn_memory {
+        builder = builder.txn_memory(bytes);
+    }
     let (db, label) = match file {
-        None => (Database::in_memory()?, ":memory:".to_owned()),
+        None => (builder.in_memory()?, ":memory:".to_owned()),
         Some(path) => {
             let db = if read_only {
-                Database::builder().read_only(true).open(path)
+                builder.read_only(true).open(path)
             } else {
-                Database::create(path)
+                builder.create(path)
             }
             .with_context(|| format!("cannot open {}", path.display()))?;
             (db, path.display().to_string())
@@ -349,7 +360,7 @@ impl Shell {
 
     /// Replaces the session with one on `file`, rolling back an open transaction.
     pub fn reopen(&mut self, file: Option<&Path>, read_only: bool) -> io::Result<()> {
-        match open_session(file, read_only) {
+        match open_session(file, read_only, self.settings.txn_memory) {
             Ok((mut session, label)) => {
                 session.set_interrupt_flag(Arc::clone(&self.interrupt));
                 let old = std::mem::replace(&mut self.session, session);

@@ -108,3 +108,49 @@ fn a_row_import_could_not_read_back_fails_the_export() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the row of big is over the 64 MiB"), "{err}");
 }
+
+/// `-txnmemory` bounds the memory of a large `.import`: its transaction writes leaves
+/// before it commits (`.stats` counts them), and the table it leaves is whole.
+#[test]
+fn a_large_import_under_a_small_transaction_budget_spills_and_loads_every_row() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (db, csv) = (dir.path().join("db.cairn"), dir.path().join("rows.csv"));
+    let mut rng = SmallRng::seed_from_u64(34);
+    let mut data = Entries::new();
+    let mut text = String::new();
+    for _ in 0..20_000 {
+        let (key, value) = (rng.random::<u64>(), rng.random::<u64>());
+        text.push_str(&format!("k{key},v{value}\n"));
+        data.insert(
+            format!("k{key}").into_bytes(),
+            format!("v{value}").into_bytes(),
+        );
+    }
+    std::fs::write(&csv, text).unwrap_or_else(|e| panic!("{e}"));
+    let command = format!(".import '{}'\n.stats\n.check", csv.display());
+    let out = common::run(
+        Command::new(env!("CARGO_BIN_EXE_cairn")).arg(&db).args([
+            "-txnmemory",
+            "64K",
+            "-c",
+            &command,
+        ]),
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spilled = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pages spilled\t"))
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    assert!(spilled.is_some_and(|n| n > 100), "{stdout}");
+    assert!(
+        stdout.contains("ok: ") && stdout.contains(" 20000 entries"),
+        "{stdout}"
+    );
+    assert_eq!(entries(&db), data);
+}
