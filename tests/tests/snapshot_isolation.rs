@@ -1,5 +1,6 @@
 //! Readers on other threads keep seeing exactly their snapshot while a writer commits
-//! hundreds of transactions that insert, overwrite and remove the keys they read.
+//! hundreds of transactions that insert, overwrite and remove the keys they read (also
+//! when those transactions write pages before their commit, past their memory budget).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,13 +18,25 @@ fn contents(r: &ReadTxn) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, Error> {
 
 #[test]
 fn readers_see_their_snapshot_while_a_writer_commits() -> Result<(), Error> {
+    readers_see_their_snapshot(None)
+}
+
+/// The same with the smallest transaction memory budget (16 pages): each transaction
+/// writes pages before its commit, which must never be pages a reader's snapshot holds.
+#[test]
+fn readers_see_their_snapshot_while_a_writer_spills() -> Result<(), Error> {
+    readers_see_their_snapshot(Some(16 << 10))
+}
+
+fn readers_see_their_snapshot(txn_memory: Option<usize>) -> Result<(), Error> {
     let commits = scale("CAIRN_SNAPSHOT_COMMITS", 300);
-    let db = Checked(
-        Database::builder()
-            .durability(Durability::Eventual)
-            .page_size(1024)
-            .in_memory()?,
-    );
+    let mut builder = Database::builder()
+        .durability(Durability::Eventual)
+        .page_size(1024);
+    if let Some(bytes) = txn_memory {
+        builder = builder.txn_memory(bytes);
+    }
+    let db = Checked(builder.in_memory()?);
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.commit()?;
@@ -77,6 +90,11 @@ fn readers_see_their_snapshot_while_a_writer_commits() -> Result<(), Error> {
         let checked = r.join().map_err(|_| Error::ReadOnly)??;
         assert!(checked > 0, "every reader checked at least one snapshot");
     }
+    assert_eq!(
+        db.io_stats().pages_spilled > 0,
+        txn_memory.is_some(),
+        "transactions spill under the small budget only"
+    );
     Ok(())
 }
 
