@@ -1,7 +1,8 @@
 //! Engine micro-benchmarks: `cargo bench -p cairn-engine`.
 //!
 //! Ids carry their parameter (`get_random/100000`). Inserts run in one transaction on an
-//! in-memory database, so they measure the tree, not the disk; `commit_durable` measures
+//! in-memory database, so they measure the tree, not the disk (`insert_spilling` under a
+//! transaction memory budget smaller than the tree); `commit_durable` measures
 //! one durable single-put commit on a real file; `commit_eventual` one single-put update
 //! of a 100,000-key table committed without a sync (the commit's own CPU: copying the path,
 //! encoding and writing its pages); `put_large` 32 MiB of values of one size in one
@@ -84,6 +85,41 @@ fn insert(c: &mut Criterion) {
         }
         g.finish();
     }
+}
+
+/// The inserts of [`insert`] at 100,000 keys under a 1 MiB transaction memory budget (the
+/// tree's leaves take about 11 MiB): what spilling costs a transaction, sequential loads
+/// writing each leaf once, random ones reading back and writing again the leaves they
+/// change after a spill.
+fn insert_spilling(c: &mut Criterion) {
+    let mut g = c.benchmark_group("insert_spilling");
+    let n = 100_000;
+    g.throughput(Throughput::Elements(n));
+    for random in [false, true] {
+        let ks = keys(n, random);
+        let id = if random { "random" } else { "sequential" };
+        g.bench_with_input(BenchmarkId::new(id, n), &ks, |b, ks| {
+            b.iter_batched(
+                || {
+                    Database::builder()
+                        .durability(Durability::Eventual)
+                        .txn_memory(1 << 20)
+                        .in_memory()
+                },
+                |db| -> cairn_engine::Result<()> {
+                    let mut w = db?.begin_write()?;
+                    w.create_table("t")?;
+                    let mut t = w.open_table("t")?;
+                    for k in ks {
+                        t.insert(k, &VALUE)?;
+                    }
+                    w.commit()
+                },
+                BatchSize::PerIteration,
+            );
+        });
+    }
+    g.finish();
 }
 
 fn get(c: &mut Criterion) {
@@ -243,6 +279,7 @@ fn remove(c: &mut Criterion) {
 criterion_group!(
     benches,
     insert,
+    insert_spilling,
     get,
     scan,
     remove,
