@@ -2,6 +2,7 @@
 //! transaction owns.
 
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
@@ -34,7 +35,7 @@ pub(crate) struct Dirty {
 
 impl Dirty {
     /// The bytes of spilled page `r`, read back (and checked against `r.crc`) the first
-    /// time; `None` when `r` is not a spilled page.
+    /// time and kept; `None` when `r` is not a spilled page.
     pub fn spilled_page(&self, r: ChildRef, page_size: usize) -> Result<Option<&[u8]>> {
         let Some(copy) = self.spilled.get(&r.page) else {
             return Ok(None);
@@ -42,6 +43,26 @@ impl Dirty {
         if let Some(bytes) = copy.get() {
             return Ok(Some(bytes));
         }
+        let bytes = self.read_spilled(r, page_size)?;
+        self.read_back.fetch_add(1, Relaxed);
+        Ok(Some(copy.get_or_init(|| bytes)))
+    }
+
+    /// The bytes of spilled page `r`, from the copy kept if there is one, else read back
+    /// (and checked) without keeping them: for a node about to be owned again, whose page
+    /// is then freed. `None` when `r` is not a spilled page.
+    pub fn spilled_once(&self, r: ChildRef, page_size: usize) -> Result<Option<Cow<'_, [u8]>>> {
+        Ok(match self.spilled.get(&r.page) {
+            None => None,
+            Some(copy) => Some(match copy.get() {
+                Some(bytes) => Cow::Borrowed(bytes),
+                None => Cow::Owned(self.read_spilled(r, page_size)?.into_vec()),
+            }),
+        })
+    }
+
+    /// Reads spilled page `r` from the storage and checks it against `r.crc`.
+    fn read_spilled(&self, r: ChildRef, page_size: usize) -> Result<Box<[u8]>> {
         let storage = self
             .storage
             .as_ref()
@@ -49,8 +70,7 @@ impl Dirty {
         let mut bytes = vec![0u8; page_size].into_boxed_slice();
         storage.read(r.page * page_size as u64, &mut bytes)?;
         crate::pager::verify(r.page, &bytes, r.crc)?;
-        self.read_back.fetch_add(1, Relaxed);
-        Ok(Some(copy.get_or_init(|| bytes)))
+        Ok(bytes)
     }
 }
 

@@ -37,7 +37,8 @@ impl TreeWriter<'_> {
         if let Some(n) = self.dirty.nodes.get(&r.page) {
             return Ok(n.clone());
         }
-        let page = match self.dirty.spilled_page(r, self.page_size())? {
+        let spilled = self.dirty.spilled_once(r, self.page_size())?;
+        let page = match &spilled {
             Some(bytes) => TreePage::parse(bytes, r.page)?,
             None => self.snapshot.tree_page(r)?,
         };

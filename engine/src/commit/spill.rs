@@ -303,7 +303,9 @@ mod tests {
             w.open_table("t")?.insert(&i.to_be_bytes(), &[5; 50])?;
         }
         let spilled = w.dirty.spilled.len();
-        // Nothing was read back: no spilled page was changed again.
+        // Every page spilled is still spilled: none was changed again (which would have
+        // freed it) nor read back.
+        assert_eq!(db.io_stats().pages_spilled, spilled as u64);
         assert_eq!(*w.dirty.read_back.get_mut(), 0);
         w.commit()?;
         let stats = db.stats()?;
