@@ -111,7 +111,7 @@ impl WriteTxn {
         // Down to three quarters of the budget, not every leaf at once: a transaction of
         // random changes over more leaves than its budget then keeps more of them, and
         // reads back and writes again fewer. (A 6,000,000-row `.import` in random order
-        // under the default budget: 15.2–15.6 s, 15.7 s when every leaf went at once,
+        // under the default budget: 15.0–16.4 s, 15.7 s when every leaf went at once,
         // 11.7–12.1 s before spilling, in 589 MiB of memory instead of 717.)
         let target = budget - budget / 4;
         let mut spilled = self.spill(self.dirty.nodes.len() - target, false);
