@@ -70,13 +70,41 @@ fn on_off(arg: Option<&str>) -> Option<bool> {
     }
 }
 
+/// Splits a dot-command's line into words as a POSIX shell does (quotes, backslashes),
+/// except that `#` is an ordinary character: a shell would read a word starting with it
+/// as a comment running to the end of the line (`.import #1.csv` would lose its file
+/// name), and dot-commands have no comments. `None` when a quote is not closed.
+fn split_words(line: &str) -> Option<Vec<String>> {
+    let mut escaped = String::with_capacity(line.len() + 4);
+    let (mut quote, mut backslash, mut word_start) = (None, false, true);
+    for c in line.chars() {
+        let was_escaped = std::mem::take(&mut backslash);
+        match quote {
+            _ if was_escaped => {}
+            Some('"') if c == '\\' => backslash = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '\\' => backslash = true,
+                '\'' | '"' => quote = Some(c),
+                '#' if word_start => escaped.push('\\'),
+                _ => {}
+            },
+        }
+        // A word starts after whitespace outside quotes that no backslash escaped.
+        word_start = !was_escaped && quote.is_none() && matches!(c, ' ' | '\t' | '\n');
+        escaped.push(c);
+    }
+    shlex::split(&escaped)
+}
+
 /// Runs the dot-command `line`, which stands at `at` (`script:line:column`).
 ///
 /// # Errors
 /// Only failures to write the output; a failing command is reported and counted.
 pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
     // Arguments split as a POSIX shell would: `.open 'my file.cairn'`, `.read a\ b.cq`.
-    let Some(words) = shlex::split(line) else {
+    let Some(words) = split_words(line) else {
         shell.error(&format!(
             "{at}: a quote is not closed in the command's arguments"
         ))?;
@@ -472,8 +500,29 @@ fn dump(shell: &mut Shell, only: Option<&str>) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::runs;
+    use super::{runs, split_words};
     use cairn_engine::PageInfo;
+
+    /// `#` is an ordinary character wherever it stands; quotes and backslashes work as in
+    /// a shell (a shell would have dropped every word from a `#` at a word's start on).
+    #[test]
+    fn a_hash_is_part_of_a_word_and_quotes_still_group() {
+        let words = |line: &str| split_words(line).map(|w| w.join("|"));
+        for (line, expected) in [
+            (".import #1.csv t", ".import|#1.csv|t"),
+            (".open a#b", ".open|a#b"),
+            (".open '#a b'", ".open|#a b"),
+            (".open \"x # y\" #z", ".open|x # y|#z"),
+            (".open \"a\\\" #b\" c", ".open|a\" #b|c"),
+            (".open a\\ #b", ".open|a #b"),
+            (".read \\#x", ".read|#x"),
+            (".mode\t#csv", ".mode|#csv"),
+            (".tables #", ".tables|#"),
+        ] {
+            assert_eq!(words(line).as_deref(), Some(expected), "{line:?}");
+        }
+        assert_eq!(words(".open 'a #b"), None);
+    }
 
     fn page(page: u64, kind: &'static str, owner: &str, items: u64) -> PageInfo {
         PageInfo {
