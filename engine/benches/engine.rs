@@ -52,6 +52,18 @@ fn load(db: &Database, n: u64) {
     run().unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Inserts `ks` into a new table of `db` (made untimed) in one transaction, and commits.
+fn insert_all(db: cairn_engine::Result<Database>, ks: &[[u8; 8]]) -> cairn_engine::Result<()> {
+    let mut w = db?.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    for k in ks {
+        t.insert(k, &VALUE)?;
+    }
+    drop(t);
+    w.commit()
+}
+
 fn insert(c: &mut Criterion) {
     for random in [false, true] {
         let name = if random {
@@ -70,15 +82,7 @@ fn insert(c: &mut Criterion) {
                             .durability(Durability::Eventual)
                             .in_memory()
                     },
-                    |db| -> cairn_engine::Result<()> {
-                        let mut w = db?.begin_write()?;
-                        w.create_table("t")?;
-                        let mut t = w.open_table("t")?;
-                        for k in ks {
-                            t.insert(k, &VALUE)?;
-                        }
-                        w.commit()
-                    },
+                    |db| insert_all(db, ks),
                     BatchSize::PerIteration,
                 );
             });
@@ -106,15 +110,7 @@ fn insert_spilling(c: &mut Criterion) {
                         .txn_memory(1 << 20)
                         .in_memory()
                 },
-                |db| -> cairn_engine::Result<()> {
-                    let mut w = db?.begin_write()?;
-                    w.create_table("t")?;
-                    let mut t = w.open_table("t")?;
-                    for k in ks {
-                        t.insert(k, &VALUE)?;
-                    }
-                    w.commit()
-                },
+                |db| insert_all(db, ks),
                 BatchSize::PerIteration,
             );
         });
