@@ -1,6 +1,10 @@
 //! The properties the fuzz targets check, as plain functions: `fuzz/` runs them under
 //! libFuzzer, and `tests/tests/fuzz_corpus.rs` replays the committed corpora in CI.
 
+mod spill;
+
+pub use spill::spill;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

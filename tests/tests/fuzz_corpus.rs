@@ -39,6 +39,11 @@ fn io_failures_corpus() {
     replay("io_failures", cairn_tests::fuzz::io_failures);
 }
 
+#[test]
+fn spill_corpus() {
+    replay("spill", cairn_tests::fuzz::spill);
+}
+
 /// The seeds `fuzz/seeds.rs` writes for the `open` target are databases that open, one
 /// whose log a writable open replays among them, and pass the target's property.
 #[test]
