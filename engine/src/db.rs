@@ -135,15 +135,16 @@ impl Builder {
 
     /// About how much memory a write transaction's changed tree pages may take (default
     /// 512 MiB, about LMDB's limit on a transaction's dirty pages; at least 16 pages).
-    /// Past it, the transaction writes the changed leaves it holds (all but the last leaf
-    /// of each table it appends to), and when its branches alone fill half of it, those
-    /// too, to the free pages its commit would have written them to. A transaction of any
-    /// size then runs in bounded memory: its commit writes the rest and syncs them all, as
-    /// before, and a rollback or a crash leaves the written pages free. A written page the
-    /// transaction changes again is read back and written again later, so a transaction
-    /// of random changes over more leaves than this holds writes many pages more than
-    /// once. (Overflow pages of large values never stay in memory: they are written as
-    /// they are put.)
+    /// Past it, before its next change, the transaction writes changed leaves (in key
+    /// order, never the last leaf of a table it appends to) to the free pages its commit
+    /// would have written them to, until it holds three quarters of the budget; when
+    /// leaves alone do not get it there, the branches whose children are all written go
+    /// too. A transaction of any size then runs in bounded memory: its commit writes the
+    /// rest and syncs them all, as before, and a rollback or a crash leaves the written
+    /// pages free. A written page the transaction changes again is read back and written
+    /// again later, so a transaction of random changes over more leaves than this holds
+    /// writes many pages more than once. (Overflow pages of large values never stay in
+    /// memory: they are written as they are put.)
     pub fn txn_memory(mut self, bytes: usize) -> Self {
         self.txn_memory = bytes;
         self
