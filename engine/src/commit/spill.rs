@@ -55,6 +55,10 @@ impl Plan {
         if depth > MAX_DEPTH {
             return Err(Error::corrupt(id, "tree too deep (a cycle?)"));
         }
+        if self.quota == 0 && !branches {
+            // Nothing under `id` can be taken: the walk ends here.
+            return Ok(false);
+        }
         let Some(node) = nodes.get(&id) else {
             return Err(Error::corrupt(
                 id,
