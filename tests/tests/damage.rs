@@ -272,13 +272,26 @@ fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::er
         let model_file = dir.path().join(format!("model-{page}-{log}"));
         write_model(&model_file, &model)?;
         let damaged: PathBuf = dir.path().join("damaged.cairn");
-        for _ in 0..per_size / 2 {
+        // The variant's share of files, then more until one of them was caught (with the
+        // 2 MiB log and 4 KiB pages, most of a small file is log that nothing reads, and
+        // 30 files in a row could all be harmless: a flaky test until the
+        // thirty-fourth session), but not without end.
+        let mut caught = false;
+        for n in 0.. {
+            if n >= per_size / 2 && caught {
+                break;
+            }
+            assert!(
+                n < per_size / 2 + 1000,
+                "page size {page}, log {log}: no damage was caught in {n} files"
+            );
             let (what, bytes) = damage(&mut rng, &clean, &older, page);
             std::fs::write(&damaged, &bytes)?;
             let class = classify(&damaged, &model_file);
             if class != "identical" && class != "clean error" {
                 panic!("{what} (page size {page}, log {log}): {class}");
             }
+            caught |= class == "clean error";
             *tally
                 .entry(format!("{page} B pages, {} KiB log: {class}", log >> 10))
                 .or_insert(0) += 1;
@@ -286,12 +299,7 @@ fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::er
     }
     eprintln!(
         "{} damaged files: {tally:?}; 0 wrong answers, 0 panics, 0 signals, 0 hangs",
-        4 * (per_size / 2)
-    );
-    // Every variant had damage that the checksums caught.
-    assert_eq!(
-        tally.keys().filter(|k| k.ends_with("clean error")).count(),
-        4
+        tally.values().sum::<usize>()
     );
     Ok(())
 }
