@@ -158,6 +158,8 @@ impl WriteTxn {
         }
         let (txid, page_size) = (self.txid, self.base.page_size);
         let p = page_size as u64;
+        // Compaction puts each node where it wants it and changes its trees without going
+        // through `logged`, so it never spills; should it, its pages must stay put.
         let placed = if self.compacting {
             FxHashMap::default()
         } else {
