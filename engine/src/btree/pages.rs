@@ -63,13 +63,20 @@ impl Dirty {
 
     /// Reads spilled page `r` from the storage and checks it against `r.crc`.
     fn read_spilled(&self, r: ChildRef, page_size: usize) -> Result<Box<[u8]>> {
+        self.read_written(r.page, page_size, r.crc, page_size)
+    }
+
+    /// Reads back the `len` bytes this transaction wrote from page `page` on (a spilled
+    /// page, an overflow run written when put), checked against `crc`: the first read of a
+    /// rewritten page verifies it, as for committed pages.
+    fn read_written(&self, page: u64, len: usize, crc: u32, page_size: usize) -> Result<Box<[u8]>> {
         let storage = self
             .storage
             .as_ref()
-            .ok_or_else(|| Error::corrupt(r.page, "internal: a spilled page without storage"))?;
-        let mut bytes = vec![0u8; page_size].into_boxed_slice();
-        storage.read(r.page * page_size as u64, &mut bytes)?;
-        crate::pager::verify(r.page, &bytes, r.crc)?;
+            .ok_or_else(|| Error::corrupt(page, "internal: a written page without storage"))?;
+        let mut bytes = vec![0u8; len].into_boxed_slice();
+        storage.read(page * page_size as u64, &mut bytes)?;
+        crate::pager::verify(page, &bytes, crc)?;
         Ok(bytes)
     }
 }
@@ -134,11 +141,8 @@ impl<'a> Pages<'a> {
             Some(Run::Written { len, read_back }) => match read_back.get() {
                 Some(bytes) => bytes,
                 None => {
-                    let storage = dirty.storage.as_ref().ok_or_else(|| {
-                        Error::corrupt(o.page, "internal: a written run without storage")
-                    })?;
-                    let mut bytes = vec![0u8; *len].into_boxed_slice();
-                    storage.read(o.page * self.snapshot.page_size as u64, &mut bytes)?;
+                    let page_size = self.snapshot.page_size;
+                    let bytes = dirty.read_written(o.page, *len, o.crc, page_size)?;
                     read_back.get_or_init(|| bytes)
                 }
             },
