@@ -7,7 +7,7 @@ use cairn_engine::{PageInfo, ReadTxn};
 use cairn_query::{DEFAULT_TABLE, Limits, Literal, Outcome, Statement, display_bytes};
 
 use crate::render::{Cell, Mode};
-use crate::shell::{Flow, Shell, row_writer};
+use crate::shell::{Access, Flow, Shell, row_writer};
 
 /// Printed by `.help`.
 pub const HELP: &str = "\
@@ -33,7 +33,9 @@ Dot-commands, each on a line of its own:
                       them) into TABLE or the current one, in one transaction
 .mode MODE            output mode: table, plain, csv, json or line
 .once FILE            send the results of the next line to FILE
-.open FILE            close this database and open FILE (created if missing)
+.open [--readonly] FILE
+                      close this database and open FILE (created if missing);
+                      read-only when another process has it open for writing
 .output [FILE]        send results to FILE (emptied first), or back to the screen
 .page N               page N decoded: its kind, the commit that wrote it, its entries
 .pages                every page: its kind, the tree it belongs to, items and fill
@@ -191,9 +193,15 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             let entries = if n == 1 { "entry" } else { "entries" };
             Ok(format!("backed up {n} {entries} to {}", args[0]))
         }),
-        ".open" => arity(1..=1, ".open FILE").map(|()| {
+        ".open" => match args[..] {
+            ["--readonly", file] => Ok((Access::ReadOnly, file)),
+            [file] if shell.settings.interactive => Ok((Access::WriteOrRead, file)),
+            [file] => Ok((Access::Write, file)),
+            _ => Err("usage: .open [--readonly] FILE".to_owned()),
+        }
+        .map(|(access, file)| {
             shell
-                .reopen(Some(Path::new(args[0])), false)
+                .reopen(Some(Path::new(file)), access)
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default()

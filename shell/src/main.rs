@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use cli::Source;
 use render::Mode;
-use shell::{Flow, Settings, Shell};
+use shell::{Access, Flow, Settings, Shell};
 
 /// A subcommand: `cairn gen`, `cairn bench`.
 type Tool = fn(&[String]) -> anyhow::Result<()>;
@@ -83,19 +83,19 @@ fn main() -> ExitCode {
 }
 
 fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
-    let opened = shell::open_session(
-        options.file.as_deref(),
-        options.read_only,
-        options.txn_memory,
-    );
-    let (session, label) = match opened {
-        Ok(s) => s,
+    let interactive = options.sources.is_empty() && io::stdin().is_terminal();
+    let access = match (options.read_only, interactive) {
+        (true, _) => Access::ReadOnly,
+        (false, true) => Access::WriteOrRead,
+        (false, false) => Access::Write,
+    };
+    let opened = match shell::open_session(options.file.as_deref(), access, options.txn_memory) {
+        Ok(opened) => opened,
         Err(e) => {
             eprintln!("cairn: {e:#}");
             return Ok(ExitCode::from(2));
         }
     };
-    let interactive = options.sources.is_empty() && io::stdin().is_terminal();
     let mode = options.mode.unwrap_or(if interactive {
         Mode::Table
     } else {
@@ -107,12 +107,13 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         timer: false,
         bail: options.bail,
         txn_memory: options.txn_memory,
+        interactive,
     };
-    let mut shell = Shell::new(session, label, settings);
+    let mut shell = Shell::new(opened.session, opened.label, settings);
     shell.catch_interrupts()?;
     let mut flow = Flow::Continue;
     if interactive {
-        repl::run(&mut shell)?;
+        repl::run(&mut shell, opened.read_only_because.as_deref())?;
     } else if options.sources.is_empty() {
         flow = shell.run_script("stdin", io::stdin().lock())?;
     } else {

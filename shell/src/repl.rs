@@ -137,11 +137,12 @@ fn refresh_tables(shell: &mut Shell, tables: &RefCell<Vec<String>>) {
     }
 }
 
-/// Runs the interactive loop until `.quit` or end of input.
+/// Runs the interactive loop until `.quit` or end of input;
+/// `read_only_because` says why a file asked for writing was opened read-only.
 ///
 /// # Errors
 /// Failures of the terminal or of writing output.
-pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
+pub fn run(shell: &mut Shell, read_only_because: Option<&str>) -> anyhow::Result<()> {
     let tables = Rc::new(RefCell::new(Vec::new()));
     let mut editor: Editor<CairnHelper, rustyline::history::DefaultHistory> = Editor::new()?;
     editor.set_helper(Some(CairnHelper {
@@ -162,6 +163,9 @@ pub fn run(shell: &mut Shell) -> anyhow::Result<()> {
         );
     } else {
         println!("Connected to {}.", shell.label);
+    }
+    if let Some(why) = read_only_because {
+        println!("{why}");
     }
     loop {
         refresh_tables(shell, &tables);

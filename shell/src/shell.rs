@@ -37,6 +37,9 @@ pub struct Settings {
     pub bail: bool,
     /// `Builder::txn_memory` for the databases the shell opens, when given.
     pub txn_memory: Option<usize>,
+    /// Whether a person types the input (the REPL): `.open` then opens read-only a file
+    /// that another process has open for writing, where a script fails.
+    pub interactive: bool,
 }
 
 /// An open database with its session and settings.
@@ -71,33 +74,78 @@ pub fn row_writer<'w>(
     Ok(if to_file { w.natural_width() } else { w })
 }
 
+/// How the shell opens a database file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// For reading and writing, created if missing.
+    Write,
+    /// For reading only (`-readonly`, `.open --readonly`).
+    ReadOnly,
+    /// For writing, or for reading only when another process has it open for writing:
+    /// what a person at the prompt wants, to look at a database an application is using.
+    WriteOrRead,
+}
+
+/// A database the shell opened.
+pub struct Opened {
+    pub session: Session,
+    /// The file, or `:memory:`.
+    pub label: String,
+    /// Why a file opened with [`Access::WriteOrRead`] is read-only, when it is.
+    pub read_only_because: Option<String>,
+}
+
 /// Opens `file` (created if missing unless read-only), or a database in memory, whose
 /// write transactions spill past `txn_memory` bytes (the engine's default when `None`).
 ///
 /// # Errors
-/// When the file cannot be opened, with the engine's reason.
+/// When the file cannot be opened, with the engine's reason; when another process has
+/// it open for writing and `access` is [`Access::Write`], with a hint to open it
+/// read-only.
 pub fn open_session(
     file: Option<&Path>,
-    read_only: bool,
+    access: Access,
     txn_memory: Option<usize>,
-) -> anyhow::Result<(Session, String)> {
+) -> anyhow::Result<Opened> {
     let mut builder = Database::builder();
     if let Some(bytes) = txn_memory {
         builder = builder.txn_memory(bytes);
     }
-    let (db, label) = match file {
-        None => (builder.in_memory()?, ":memory:".to_owned()),
-        Some(path) => {
-            let db = if read_only {
-                builder.read_only(true).open(path)
-            } else {
-                builder.create(path)
-            }
-            .with_context(|| format!("cannot open {}", path.display()))?;
-            (db, path.display().to_string())
-        }
+    let Some(path) = file else {
+        return Ok(Opened {
+            session: Session::new(builder.in_memory()?)?,
+            label: ":memory:".to_owned(),
+            read_only_because: None,
+        });
     };
-    Ok((Session::new(db)?, label))
+    let cannot_open = || format!("cannot open {}", path.display());
+    let mut read_only_because = None;
+    let db = match access {
+        Access::ReadOnly => builder.read_only(true).open(path),
+        Access::Write | Access::WriteOrRead => match builder.clone().create(path) {
+            Err(locked @ cairn_engine::Error::Locked { .. }) if access == Access::Write => {
+                return Err(anyhow::anyhow!(
+                    "{}: {locked} (-readonly opens it for reading)",
+                    cannot_open()
+                ));
+            }
+            // (Without the holder's pid it may be this process: `.open` of the file the
+            // shell has open, which then stays as it was.)
+            Err(locked @ cairn_engine::Error::Locked { pid: Some(_), .. }) => {
+                read_only_because = Some(format!(
+                    "{locked}: opened read-only (writes fail until that process closes it)"
+                ));
+                builder.read_only(true).open(path)
+            }
+            other => other,
+        },
+    }
+    .with_context(cannot_open)?;
+    Ok(Opened {
+        session: Session::new(db)?,
+        label: path.display().to_string(),
+        read_only_because,
+    })
 }
 
 /// Opens a script file to run. A directory is refused here, with the error reading it
@@ -359,16 +407,23 @@ impl Shell {
     }
 
     /// Replaces the session with one on `file`, rolling back an open transaction.
-    pub fn reopen(&mut self, file: Option<&Path>, read_only: bool) -> io::Result<()> {
-        match open_session(file, read_only, self.settings.txn_memory) {
-            Ok((mut session, label)) => {
+    pub fn reopen(&mut self, file: Option<&Path>, access: Access) -> io::Result<()> {
+        match open_session(file, access, self.settings.txn_memory) {
+            Ok(Opened {
+                mut session,
+                label,
+                read_only_because,
+            }) => {
                 session.set_interrupt_flag(Arc::clone(&self.interrupt));
                 let old = std::mem::replace(&mut self.session, session);
                 if old.close() {
                     self.note("rolled back the open transaction")?;
                 }
                 self.label = label;
-                Ok(())
+                match read_only_because {
+                    Some(why) => self.note(&why),
+                    None => Ok(()),
+                }
             }
             Err(e) => self.error(&format!("{e:#}")),
         }

@@ -134,7 +134,10 @@ fn a_file_open_for_writing_elsewhere_is_reported_locked() {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains(&format!("locked by another process (pid {})", holder.id())),
+        err.contains(&format!(
+            "locked by another process (pid {}) (-readonly opens it for reading)",
+            holder.id()
+        )),
         "{err}"
     );
     assert!(
@@ -143,6 +146,21 @@ fn a_file_open_for_writing_elsewhere_is_reported_locked() {
     );
     // Read-only opening works meanwhile.
     assert!(cairn_on(&db, &["-readonly"]).status.success());
+    // A script's `.open` of it fails the same way (a script never falls back to reading,
+    // where the REPL does: tests/repl.rs), and `.open --readonly` reads it.
+    let other = dir.path().join("other.cairn");
+    let db_str = db.to_str().unwrap_or_default();
+    let o = cairn_on(&other, &["-c", &format!(".open {db_str}")]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("(-readonly opens it for reading)"), "{err}");
+    let o = cairn_on(
+        &other,
+        &["-c", &format!(".open --readonly {db_str}"), "-c", "TABLES"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "main\t0\n");
     let _ = holder.kill();
     let _ = holder.wait();
 }

@@ -208,3 +208,101 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(r.open_table("many")?.get(b"skipped")?, None);
     Ok(())
 }
+
+/// A shell in batch mode writing `file`, fed through a pipe: the file stays open for
+/// writing in another process while it lives.
+struct Writer {
+    child: Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Writer {
+    fn open(file: &Path) -> Writer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .arg(file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn: {e}"));
+        let input = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        let output = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        Writer {
+            child,
+            input,
+            output: std::io::BufReader::new(output),
+        }
+    }
+
+    /// Runs `line`, which prints one row, and returns that row: once it is back, the
+    /// statements before it have committed.
+    fn row(&mut self, line: &str) -> String {
+        use std::io::BufRead;
+        writeln!(self.input, "{line}").unwrap_or_else(|e| panic!("writing {line:?}: {e}"));
+        let mut row = String::new();
+        self.output
+            .read_line(&mut row)
+            .unwrap_or_else(|e| panic!("reading the row of {line:?}: {e}"));
+        row
+    }
+
+    fn close(mut self) {
+        drop(self.input);
+        let status = self.child.wait().unwrap_or_else(|e| panic!("wait: {e}"));
+        assert!(status.success(), "{status}");
+    }
+}
+
+#[test]
+fn a_file_another_process_writes_opens_read_only_and_follows_its_commits()
+-> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("busy.cairn");
+    let mut writer = Writer::open(&file);
+    assert_eq!(writer.row("PUT 'a' 'first'; GET 'a'"), "a\tfirst\n");
+
+    // The file is locked for writing: the shell says so and opens it for reading.
+    let mut term = Terminal::open(&file, dir.path());
+    let opened = term.prompt("main> ");
+    assert!(
+        opened.contains(&format!(
+            "locked by another process (pid {}): opened read-only",
+            writer.child.id()
+        )),
+        "{opened}"
+    );
+    let refused = term.enter("PUT 'mine' 1", "main> ");
+    assert!(
+        refused.contains("the database is open read-only"),
+        "{refused}"
+    );
+
+    // It sees what the other process commits after it opened.
+    assert_eq!(writer.row("PUT 'b' 'later'; GET 'b'"), "b\tlater\n");
+    let rows = term.enter("SCAN", "main> ");
+    assert!(rows.contains("│ a   ┆ first │"), "{rows}");
+    assert!(rows.contains("│ b   ┆ later │"), "{rows}");
+
+    // `.open --readonly` asks for reading alone, and says nothing.
+    let quiet = term.enter(&format!(".open --readonly {}", file.display()), "main> ");
+    assert!(!quiet.contains("read-only"), "{quiet}");
+
+    // Once the writer has gone, `.open` opens the file for writing again.
+    writer.close();
+    let reopened = term.enter(&format!(".open {}", file.display()), "main> ");
+    assert!(!reopened.contains("read-only"), "{reopened}");
+    let written = term.enter("PUT 'mine' 1", "main> ");
+    assert!(!written.contains("read-only"), "{written}");
+    term.type_keys("\x04");
+    let status = term.child.wait()?;
+    assert_eq!(status.code(), Some(1), "the refused PUT failed: {status}");
+
+    let db = Database::open(&file)?;
+    let r = db.begin_read()?;
+    assert_eq!(
+        r.open_table("main")?.get(b"mine")?,
+        Some(&[0, 0, 0, 0, 0, 0, 0, 1][..])
+    );
+    Ok(())
+}
