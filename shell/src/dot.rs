@@ -35,7 +35,7 @@ Dot-commands, each on a line of its own:
 .once FILE            send the results of the next line to FILE
 .open [--readonly] FILE
                       close this database and open FILE (created if missing);
-                      read-only when another process has it open for writing
+                      at the terminal, read-only if another process writes it
 .output [FILE]        send results to FILE (emptied first), or back to the screen
 .page N               page N decoded: its kind, the commit that wrote it, its entries
 .pages                every page: its kind, the tree it belongs to, items and fill
