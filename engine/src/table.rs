@@ -261,6 +261,10 @@ impl DoubleEndedIterator for Range<'_> {
 
 impl std::iter::FusedIterator for Range<'_> {}
 
+/// How many entries [`TableMut::retain`] judges before it removes those it does not
+/// keep: its memory is this many keys at most.
+const RETAIN_CHUNK: usize = 1024;
+
 /// A table in a write transaction. Reads see the transaction's own writes.
 #[derive(Debug)]
 pub struct TableMut<'t> {
@@ -369,6 +373,100 @@ impl<'t> TableMut<'t> {
             start = Bound::Excluded(last);
         }
         Ok(removed)
+    }
+
+    /// Keeps the entries for which `keep(key, value)` is true and removes the others;
+    /// returns how many it removed. As `BTreeMap::retain`, in the memory of 1,024 keys
+    /// whatever the table's size: it judges that many entries, then removes those it
+    /// does not keep (each removal in the commit log's record, as [`TableMut::remove`]'s).
+    ///
+    /// # Errors
+    /// As [`TableMut::remove_range`]; the entries removed before the error stay removed
+    /// in the transaction.
+    pub fn retain(&mut self, keep: impl FnMut(&[u8], &[u8]) -> bool) -> Result<u64> {
+        self.retain_in::<[u8], _>(.., keep)
+    }
+
+    /// [`TableMut::retain`] over the keys in `r`: entries outside it stay.
+    ///
+    /// # Errors
+    /// As [`TableMut::retain`].
+    pub fn retain_in<K, R>(
+        &mut self,
+        r: R,
+        mut keep: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<u64>
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        let end = bounds(r.end_bound()).map(<[u8]>::to_vec);
+        let mut start = bounds(r.start_bound()).map(<[u8]>::to_vec);
+        // The keys to remove, end to end, and where each ends.
+        let (mut doomed, mut ends) = (Vec::new(), Vec::new());
+        let mut removed = 0;
+        loop {
+            // A chunk of entries is judged, then its doomed keys go, then the next chunk
+            // starts after its last key.
+            let mut next = None;
+            {
+                let lo = start.as_ref().map(Vec::as_slice);
+                let hi = end.as_ref().map(Vec::as_slice);
+                for (seen, entry) in (1..).zip(self.range::<[u8], _>((lo, hi))?) {
+                    let (k, v) = entry?;
+                    if !keep(k, v) {
+                        doomed.extend_from_slice(k);
+                        ends.push(doomed.len());
+                    }
+                    if seen == RETAIN_CHUNK {
+                        next = Some(k.to_vec());
+                        break;
+                    }
+                }
+            }
+            let mut from = 0;
+            for &to in &ends {
+                if !self.remove(&doomed[from..to])? {
+                    return Err(Error::corrupt(
+                        0,
+                        "internal: a key found in a range was not removed",
+                    ));
+                }
+                removed += 1;
+                from = to;
+            }
+            doomed.clear();
+            ends.clear();
+            match next {
+                Some(last) => start = Bound::Excluded(last),
+                None => return Ok(removed),
+            }
+        }
+    }
+
+    /// Removes the entry with the smallest key and returns it.
+    ///
+    /// # Errors
+    /// Corruption found on the way.
+    pub fn pop_first(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.pop(true)
+    }
+
+    /// Removes the entry with the largest key and returns it.
+    ///
+    /// # Errors
+    /// Corruption found on the way.
+    pub fn pop_last(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.pop(false)
+    }
+
+    fn pop(&mut self, first: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let entry = if first { self.first()? } else { self.last()? };
+        let Some((key, value)) = entry.map(|(k, v)| (k.to_vec(), v.to_vec())) else {
+            return Ok(None);
+        };
+        self.remove(&key)?;
+        Ok(Some((key, value)))
     }
 
     /// The entries with keys in `r`, seeing this transaction's writes.

@@ -262,6 +262,66 @@ fn remove_range_removes_exactly_the_range_and_frees_its_large_values() -> Result
 }
 
 #[test]
+fn retain_removes_what_its_rule_rejects_over_many_chunks_and_pop_takes_the_ends()
+-> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("retain.cairn");
+    let db = Checked(Database::builder().page_size(1024).create(&path)?);
+    let k = |i: u32| i.to_be_bytes();
+    let number = |key: &[u8]| key.try_into().map_or(u32::MAX, u32::from_be_bytes);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    let mut t = w.open_table("t")?;
+    for i in 0u32..5000 {
+        // Every hundredth value takes an overflow run of its own; a value's first byte
+        // says whether its number is even.
+        let mut value = vec![(i % 2) as u8; if i % 100 == 0 { 5000 } else { 4 }];
+        value[1..4].copy_from_slice(&i.to_le_bytes()[..3]);
+        t.insert(&k(i), &value)?;
+    }
+    // By key, over a range of three times the 1,024 entries judged at once: the
+    // multiples of 3 in [1000, 4000) go, and nothing outside it.
+    let removed = t.retain_in(&k(1000)[..]..&k(4000)[..], |key, _| number(key) % 3 != 0)?;
+    assert_eq!(removed, 1000);
+    // By value, over the whole table: the odd numbers go.
+    let removed = t.retain(|_, value| value.first() == Some(&0))?;
+    let want: Vec<u32> = (0u32..5000)
+        .filter(|i| !((1000..4000).contains(i) && i % 3 == 0))
+        .filter(|i| i % 2 == 0)
+        .collect();
+    assert_eq!(removed, 5000 - 1000 - want.len() as u64);
+    assert_eq!(t.len(), want.len() as u64);
+    assert_eq!(t.retain(|_, _| true)?, 0);
+    assert_eq!(collect(t.iter()?)?, want);
+    drop(t);
+    w.commit()?;
+    drop(db);
+
+    // After reopening, the same keys (and no leaked overflow run: the integrity check on
+    // drop); the ends come off one at a time, with their values.
+    let db = Checked(Database::open(&path)?);
+    let mut w = db.begin_write()?;
+    let mut t = w.open_table("t")?;
+    assert_eq!(collect(t.iter()?)?, want);
+    let Some((first, value)) = t.pop_first()? else {
+        panic!("no first entry")
+    };
+    assert_eq!((number(&first), value.len()), (0, 5000));
+    let Some((last, _)) = t.pop_last()? else {
+        panic!("no last entry")
+    };
+    assert_eq!(number(&last), 4998);
+    assert_eq!(number(&t.pop_first()?.unwrap_or_default().0), 2);
+    assert_eq!(t.len(), want.len() as u64 - 3);
+    assert_eq!(t.retain(|_, _| false)?, want.len() as u64 - 3);
+    assert_eq!((t.pop_first()?, t.pop_last()?), (None, None));
+    drop(t);
+    w.rollback();
+    assert_eq!(collect(db.begin_read()?.open_table("t")?.iter()?)?, want);
+    Ok(())
+}
+
+#[test]
 fn prefix_reads_and_removes_exactly_the_keys_that_start_with_it() -> Result<(), Error> {
     let db = Checked(Database::builder().page_size(1024).in_memory()?);
     let keys: Vec<Vec<u8>> = [

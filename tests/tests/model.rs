@@ -1,6 +1,7 @@
 //! Random operations on several tables, checked against a `BTreeMap` model: inserts,
-//! removes (of keys and of ranges), gets, ranges both ways, commits, rollbacks, table
-//! drops and reopening the file, with the integrity check clean after every reopen.
+//! removes (of keys, of ranges, by a rule on key and value, of the first or last entry),
+//! gets, ranges both ways, commits, rollbacks, table drops and reopening the file, with
+//! the integrity check clean after every reopen.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -157,6 +158,44 @@ fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Re
                     assert_eq!(removed, gone.len() as u64, "step {step}: {lo:?}..{hi:?}");
                     for k in gone {
                         m.remove(&k);
+                    }
+                } else if let Some(m) = working.get_mut(name)
+                    && rng.random_bool(0.1)
+                {
+                    // Keep what a rule on key and value keeps, in a range.
+                    let (lo, hi) = (bound(&mut rng, max), bound(&mut rng, max));
+                    let modulus = rng.random_range(1..4);
+                    let keep = |k: &[u8], v: &[u8]| {
+                        !(k.len() + usize::from(v.first().copied().unwrap_or(0)))
+                            .is_multiple_of(modulus)
+                    };
+                    let gone: Vec<Vec<u8>> = if valid(&lo, &hi) {
+                        m.range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+                            .filter(|(k, v)| !keep(k, v))
+                            .map(|(k, _)| k.clone())
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let removed = txn
+                        .open_table(name)?
+                        .retain_in::<[u8], _>((as_ref(&lo), as_ref(&hi)), keep)?;
+                    assert_eq!(
+                        removed,
+                        gone.len() as u64,
+                        "step {step}: retain {lo:?}..{hi:?}"
+                    );
+                    for k in gone {
+                        m.remove(&k);
+                    }
+                } else if let Some(m) = working.get_mut(name)
+                    && rng.random_bool(0.1)
+                {
+                    let mut t = txn.open_table(name)?;
+                    if rng.random_bool(0.5) {
+                        assert_eq!(t.pop_first()?, m.pop_first(), "step {step}");
+                    } else {
+                        assert_eq!(t.pop_last()?, m.pop_last(), "step {step}");
                     }
                 } else if let Some(m) = working.get_mut(name) {
                     // Remove an existing key most of the time.
