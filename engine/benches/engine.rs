@@ -46,7 +46,6 @@ fn load(db: &Database, n: u64) {
         for k in keys(n, false) {
             t.insert(&k, &VALUE)?;
         }
-        drop(t);
         w.commit()
     };
     run().unwrap_or_else(|e| panic!("{e}"));
@@ -60,7 +59,6 @@ fn insert_all(db: cairn_engine::Result<Database>, ks: &[[u8; 8]]) -> cairn_engin
     for k in ks {
         t.insert(k, &VALUE)?;
     }
-    drop(t);
     w.commit()
 }
 
@@ -228,7 +226,6 @@ fn put_large(c: &mut Criterion) {
                 for i in 0..count as u64 {
                     t.insert(&i.to_be_bytes(), &value)?;
                 }
-                drop(t);
                 w.commit()
             });
         });

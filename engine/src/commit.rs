@@ -22,7 +22,8 @@ use crate::db::{Durability, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, checksum};
 use crate::pager::Snapshot;
-use crate::write_txn::{TableState, WriteTxn};
+use crate::txn_tables::TableState;
+use crate::write_txn::WriteTxn;
 
 pub(crate) use encode::encode_free_set;
 use encode::{finalize, place};
@@ -120,7 +121,7 @@ impl WriteTxn {
                         .root
                         .is_some_and(|r| self.dirty.nodes.contains_key(&r.page))
             })
-            .map(|(name, t)| (name.clone(), *t))
+            .map(|(name, t)| (name.to_owned(), *t))
             .collect();
         changed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for (name, state) in &changed {

@@ -123,8 +123,10 @@ impl WriteTxn {
             if mover.work == 0 {
                 break;
             }
-            self.open_table(&info.name)?;
-            self.with_tree(&info.name, |w, meta| {
+            let Some(id) = self.load(&info.name)? else {
+                continue;
+            };
+            self.with_tree(id, |w, meta| {
                 if let Some(root) = meta.root {
                     meta.root = Some(mover.subtree(w, root, 0)?);
                     w.shorten(&mut meta.root);

@@ -278,7 +278,6 @@ mod tests {
                     for k in 0u32..300 {
                         t.insert(&k.to_be_bytes(), &round.to_be_bytes().repeat(8))?;
                     }
-                    drop(t);
                     w.commit()?;
                 }
                 Ok(())

@@ -7,6 +7,7 @@ use crate::btree::{Pages, RangeIter};
 use crate::error::{Error, Result};
 use crate::format::LogOp;
 use crate::format::{ChildRef, LeafPage, MAX_VALUE_LEN, TableMeta, compare, prefix_end};
+use crate::txn_tables::TableId;
 use crate::write_txn::WriteTxn;
 
 /// A table's name and entry count.
@@ -269,16 +270,16 @@ const RETAIN_CHUNK: usize = 1024;
 #[derive(Debug)]
 pub struct TableMut<'t> {
     txn: &'t mut WriteTxn,
-    name: String,
+    id: TableId,
 }
 
 impl<'t> TableMut<'t> {
-    pub(crate) fn new(txn: &'t mut WriteTxn, name: String) -> TableMut<'t> {
-        TableMut { txn, name }
+    pub(crate) fn new(txn: &'t mut WriteTxn, id: TableId) -> TableMut<'t> {
+        TableMut { txn, id }
     }
 
     fn meta(&self) -> TableMeta {
-        self.txn.table_meta(&self.name)
+        self.txn.table_meta(self.id)
     }
 
     /// The value stored under `key`.
@@ -296,9 +297,9 @@ impl<'t> TableMut<'t> {
     /// found on the way.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         check_put(self.txn.base.page_size, key, value)?;
-        let name = &self.name;
-        self.txn.logged(Some(name), LogOp::Put(key, value), |txn| {
-            txn.insert_into(name, key, value)
+        let id = self.id;
+        self.txn.logged(Some(id), LogOp::Put(key, value), |txn| {
+            txn.insert_into(id, key, value)
         })
     }
 
@@ -307,9 +308,9 @@ impl<'t> TableMut<'t> {
     /// # Errors
     /// Corruption found on the way.
     pub fn remove(&mut self, key: &[u8]) -> Result<bool> {
-        let name = &self.name;
-        self.txn.logged(Some(name), LogOp::Delete(key), |txn| {
-            txn.with_tree(name, |w, meta| {
+        let id = self.id;
+        self.txn.logged(Some(id), LogOp::Delete(key), |txn| {
+            txn.with_tree(id, |w, meta| {
                 let existed = w.remove(&mut meta.root, key)?;
                 meta.len -= u64::from(existed);
                 Ok(existed)
@@ -348,9 +349,9 @@ impl<'t> TableMut<'t> {
                 first.clear();
                 first.extend_from_slice(entry?.0);
             }
-            let name = &self.name;
-            let (n, last) = self.txn.logged_removals(name, |txn, keys, ends| {
-                let n = txn.with_tree(name, |w, meta| {
+            let id = self.id;
+            let (n, last) = self.txn.logged_removals(id, |txn, keys, ends| {
+                let n = txn.with_tree(id, |w, meta| {
                     let n = w.remove_run(&mut meta.root, &first, &within, &mut |k| {
                         keys.extend_from_slice(k);
                         ends.push(keys.len());

@@ -1,9 +1,8 @@
 //! The write transaction: the one writer's private, copy-on-write view of the database.
 
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-use crate::btree::{Dirty, Pages, Tail, TreeWriter};
+use crate::btree::{Dirty, Pages, TreeWriter};
 use crate::db::{Durability, Inner, WriterState};
 use crate::error::{Error, Result};
 use crate::format::LogOp;
@@ -13,15 +12,7 @@ use crate::oplog::OpLog;
 use crate::pager::Snapshot;
 use crate::read_txn::{catalog_get, list_catalog};
 use crate::table::{TableInfo, TableMut};
-
-/// A table's state as loaded from the catalog and as this transaction has changed it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TableState {
-    pub loaded: Option<TableMeta>,
-    pub current: TableMeta,
-    /// The tree's last leaf, while inserts alone change the tree.
-    pub tail: Option<Tail>,
-}
+use crate::txn_tables::{TableId, TableState, TxnTables};
 
 /// The write transaction. There is one at a time per database; `begin_write` waits for
 /// the previous one to end. Dropping it without [`WriteTxn::commit`] rolls it back.
@@ -34,7 +25,7 @@ pub struct WriteTxn {
     pub(crate) dirty: Dirty,
     pub(crate) freelist: FreeList,
     pub(crate) catalog: Option<ChildRef>,
-    pub(crate) tables: FxHashMap<String, TableState>,
+    pub(crate) tables: TxnTables,
     pub(crate) txid: u64,
     pub(crate) durability: Durability,
     /// Set by compaction: commit even without changes (so that freed pages at the end
@@ -96,7 +87,7 @@ impl WriteTxn {
             },
             freelist,
             catalog: (catalog.page != 0).then_some(catalog),
-            tables: FxHashMap::default(),
+            tables: TxnTables::default(),
             compacting: false,
             ops,
             damaged: None,
@@ -107,7 +98,7 @@ impl WriteTxn {
     /// (half-way, perhaps) or does not fit the log leaves this transaction without it.
     pub(crate) fn logged<T>(
         &mut self,
-        table: Option<&str>,
+        table: Option<TableId>,
         op: LogOp<'_>,
         change: impl FnOnce(&mut WriteTxn) -> Result<T>,
     ) -> Result<T> {
@@ -121,7 +112,8 @@ impl WriteTxn {
             });
         self.bound_memory()?;
         let out = change(self);
-        let keep = out.is_ok() && self.ops.as_mut().is_some_and(|ops| ops.record(table, op));
+        let name = table.and_then(|id| self.tables.name(id));
+        let keep = out.is_ok() && self.ops.as_mut().is_some_and(|ops| ops.record(name, op));
         if !keep {
             self.ops = None;
         }
@@ -133,20 +125,21 @@ impl WriteTxn {
     /// does one operation's.
     pub(crate) fn logged_removals<T>(
         &mut self,
-        table: &str,
+        table: TableId,
         change: impl FnOnce(&mut WriteTxn, &mut Vec<u8>, &mut Vec<usize>) -> Result<T>,
     ) -> Result<T> {
         self.undamaged()?;
         self.bound_memory()?;
         let (mut keys, mut ends) = (Vec::new(), Vec::new());
         let out = change(self, &mut keys, &mut ends);
+        let name = self.tables.name(table);
         let keep = out.is_ok()
             && self.ops.as_mut().is_some_and(|ops| {
                 let mut start = 0;
                 ends.iter().all(|&end| {
                     let key = &keys[start..end];
                     start = end;
-                    ops.record(Some(table), LogOp::Delete(key))
+                    ops.record(name, LogOp::Delete(key))
                 })
             });
         if !keep {
@@ -191,13 +184,15 @@ impl WriteTxn {
         max_key_len(self.base.page_size)
     }
 
-    pub(crate) fn table_meta(&self, name: &str) -> TableMeta {
-        self.tables.get(name).map(|t| t.current).unwrap_or_default()
+    pub(crate) fn table_meta(&self, table: TableId) -> TableMeta {
+        self.tables
+            .get(table)
+            .map(|t| t.current)
+            .unwrap_or_default()
     }
 
-    /// A writer for the tree of table `name` (loaded by `open_table`), with the table's
-    /// state.
-    fn table_writer(&mut self, name: &str) -> Result<(TreeWriter<'_>, &mut TableState)> {
+    /// A writer for the tree of table `table`, with the table's state.
+    fn table_writer(&mut self, table: TableId) -> Result<(TreeWriter<'_>, &mut TableState)> {
         let WriteTxn {
             base,
             dirty,
@@ -207,8 +202,8 @@ impl WriteTxn {
             ..
         } = self;
         let state = tables
-            .get_mut(name)
-            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+            .get_mut(table)
+            .ok_or_else(|| Error::corrupt(0, "internal: a table handle outlived its table"))?;
         let w = TreeWriter {
             snapshot: base,
             dirty,
@@ -218,14 +213,14 @@ impl WriteTxn {
         Ok((w, state))
     }
 
-    /// Runs `f` on the tree of table `name` (loaded by `open_table`).
+    /// Runs `f` on the tree of table `table`.
     pub(crate) fn with_tree<T>(
         &mut self,
-        name: &str,
+        table: TableId,
         f: impl FnOnce(&mut TreeWriter<'_>, &mut TableMeta) -> Result<T>,
     ) -> Result<T> {
         let out = {
-            let (mut w, state) = self.table_writer(name)?;
+            let (mut w, state) = self.table_writer(table)?;
             // A change other than an insert through the tail may move the last leaf.
             state.tail = None;
             f(&mut w, &mut state.current)
@@ -238,12 +233,12 @@ impl WriteTxn {
         out
     }
 
-    /// Inserts or replaces `key` in table `name`; returns whether it existed. A key after
+    /// Inserts or replaces `key` in table `table`; returns whether it existed. A key after
     /// every key goes straight into the table's last leaf when the previous change to the
     /// table was an insert that ended there (a sequential load descends the tree once per
     /// leaf).
-    pub(crate) fn insert_into(&mut self, name: &str, key: &[u8], value: &[u8]) -> Result<bool> {
-        let (mut w, state) = self.table_writer(name)?;
+    pub(crate) fn insert_into(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<bool> {
+        let (mut w, state) = self.table_writer(table)?;
         let meta = &mut state.current;
         let existed = w.insert_with_tail(&mut meta.root, key, value, &mut state.tail)?;
         meta.len += u64::from(!existed);
@@ -264,23 +259,22 @@ impl WriteTxn {
         f(&mut w, &mut self.catalog)
     }
 
-    fn load(&mut self, name: &str) -> Result<Option<TableMeta>> {
-        if let Some(t) = self.tables.get(name) {
-            return Ok(Some(t.current));
+    /// The number of table `name`, loaded from the catalog the first time, if there is
+    /// such a table.
+    pub(crate) fn load(&mut self, name: &str) -> Result<Option<TableId>> {
+        if let Some(id) = self.tables.id(name) {
+            return Ok(Some(id));
         }
         let catalog = self.catalog.unwrap_or_default();
         let Some(meta) = catalog_get(self.pages(), catalog, name)? else {
             return Ok(None);
         };
-        self.tables.insert(
-            name.to_owned(),
-            TableState {
-                loaded: Some(meta),
-                current: meta,
-                tail: None,
-            },
-        );
-        Ok(Some(meta))
+        let state = TableState {
+            loaded: Some(meta),
+            current: meta,
+            tail: None,
+        };
+        Ok(Some(self.tables.insert(name, state)))
     }
 
     /// Creates an empty table.
@@ -309,7 +303,7 @@ impl WriteTxn {
             txn.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))
         })?;
         self.tables.insert(
-            name.to_owned(),
+            name,
             TableState {
                 loaded: Some(meta),
                 current: meta,
@@ -324,10 +318,10 @@ impl WriteTxn {
     /// # Errors
     /// [`Error::TableNotFound`], or corruption found in the catalog.
     pub fn open_table(&mut self, name: &str) -> Result<TableMut<'_>> {
-        if self.load(name)?.is_none() {
-            return Err(Error::TableNotFound(name.to_owned()));
+        match self.load(name)? {
+            Some(id) => Ok(TableMut::new(self, id)),
+            None => Err(Error::TableNotFound(name.to_owned())),
         }
-        Ok(TableMut::new(self, name.to_owned()))
     }
 
     /// Whether a table called `name` exists.
@@ -345,6 +339,8 @@ impl WriteTxn {
     pub fn drop_table(&mut self, name: &str) -> Result<()> {
         let meta = self
             .load(name)?
+            .and_then(|id| self.tables.get(id))
+            .map(|t| t.current)
             .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
         self.logged(None, LogOp::Drop(name.as_bytes()), |txn| {
             txn.with_catalog(|w, root| {
@@ -365,7 +361,7 @@ impl WriteTxn {
     pub fn list_tables(&self) -> Result<Vec<TableInfo>> {
         let mut list = list_catalog(self.readable()?, self.catalog.unwrap_or_default())?;
         for t in &mut list {
-            if let Some(state) = self.tables.get(&t.name) {
+            if let Some(state) = self.tables.by_name(&t.name) {
                 t.len = state.current.len;
             }
         }

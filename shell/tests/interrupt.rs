@@ -20,7 +20,6 @@ fn database(path: &Path) -> Result<(), cairn_engine::Error> {
     for i in 0..KEYS {
         t.insert(&i.to_be_bytes(), b"some value")?;
     }
-    drop(t);
     w.commit()
 }
 

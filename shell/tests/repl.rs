@@ -123,7 +123,6 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
         for i in 0u64..300_000 {
             t.insert(&i.to_be_bytes(), b"a value")?;
         }
-        drop(t);
         w.commit()?;
     }
     let mut term = Terminal::open(&file, dir.path());

@@ -55,7 +55,6 @@ fn large_values_written_as_they_are_put_read_back_roll_back_and_survive_reopenin
         t.insert(b"a", &c)?;
         assert_eq!(t.get(b"a")?, Some(&c[..]));
         assert_eq!(t.get(b"b")?, Some(&b[..]));
-        drop(t);
         w.commit()?;
         let pages = db.stats()?.page_count;
         // A rolled-back transaction's runs were written into free pages: no trace.
@@ -63,7 +62,6 @@ fn large_values_written_as_they_are_put_read_back_roll_back_and_survive_reopenin
         let mut t = w.open_table("t")?;
         t.insert(b"x", &a)?;
         t.insert(b"a", &b)?;
-        drop(t);
         w.rollback();
         assert_eq!(db.stats()?.page_count, pages);
         let r = db.begin_read()?;
@@ -215,7 +213,6 @@ fn remove_range_removes_exactly_the_range_and_frees_its_large_values() -> Result
         };
         t.insert(&k(i), &value)?;
     }
-    drop(t);
     w.commit()?;
 
     let mut w = db.begin_write()?;
@@ -227,7 +224,6 @@ fn remove_range_removes_exactly_the_range_and_frees_its_large_values() -> Result
     assert_eq!(t.remove_range(..&k(3)[..])?, 2);
     assert_eq!(t.len(), 2500 - 5 - 1951 - 5 - 2);
     let left = collect(t.iter()?)?;
-    drop(t);
     w.commit()?;
     let want: Vec<u32> = (0u32..5000)
         .step_by(2)
@@ -247,7 +243,6 @@ fn remove_range_removes_exactly_the_range_and_frees_its_large_values() -> Result
     for i in (100u32..2000).step_by(2) {
         t.insert(&k(i), &i.to_le_bytes())?;
     }
-    drop(t);
     w.commit()?;
     let s = db.stats()?;
     assert!(s.page_count <= pages, "new pages: {pages} before, {s:?}");
@@ -293,7 +288,6 @@ fn retain_removes_what_its_rule_rejects_over_many_chunks_and_pop_takes_the_ends(
     assert_eq!(t.len(), want.len() as u64);
     assert_eq!(t.retain(|_, _| true)?, 0);
     assert_eq!(collect(t.iter()?)?, want);
-    drop(t);
     w.commit()?;
     drop(db);
 
@@ -315,7 +309,6 @@ fn retain_removes_what_its_rule_rejects_over_many_chunks_and_pop_takes_the_ends(
     assert_eq!(t.len(), want.len() as u64 - 3);
     assert_eq!(t.retain(|_, _| false)?, want.len() as u64 - 3);
     assert_eq!((t.pop_first()?, t.pop_last()?), (None, None));
-    drop(t);
     w.rollback();
     assert_eq!(collect(db.begin_read()?.open_table("t")?.iter()?)?, want);
     Ok(())
@@ -357,7 +350,6 @@ fn prefix_reads_and_removes_exactly_the_keys_that_start_with_it() -> Result<(), 
     // In the transaction, and the same in a snapshot after the commit.
     assert_eq!(listed(t.prefix(b"user:")?)?, starting(b"user:"));
     assert_eq!(listed(t.prefix(&[0xff])?)?, starting(&[0xff]));
-    drop(t);
     w.commit()?;
     let r = db.begin_read()?;
     let rt = r.open_table("t")?;
@@ -376,7 +368,6 @@ fn prefix_reads_and_removes_exactly_the_keys_that_start_with_it() -> Result<(), 
         listed(t.iter()?)?,
         vec![b"a".to_vec(), b"user;".to_vec(), b"users".to_vec()]
     );
-    drop(t);
     w.commit()?;
     Ok(())
 }

@@ -324,7 +324,6 @@ fn died_with_an_unapplied_log(path: &Path) -> Result<Died, Error> {
         t.insert(&i.to_be_bytes(), &value)?;
         m.insert(i.to_be_bytes().to_vec(), value);
     }
-    drop(t);
     w.commit()?;
     db.sync()?;
     let (mut halfway, mut before_last) = (Vec::new(), Model::new());

@@ -31,7 +31,6 @@ fn eventual_commits(db: &Database, state: &mut State, commits: u32) -> Result<()
             t.insert(&key, &value)?;
             state.insert(key, value);
         }
-        drop(t);
         w.commit()?;
     }
     Ok(())

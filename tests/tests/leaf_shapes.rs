@@ -71,7 +71,6 @@ fn change(db: &Database, model: &mut Model, round: u64, rng: &mut StdRng) -> Res
         t.insert(&k, &v)?;
         model.insert(k, v);
     }
-    drop(t);
     w.commit()
 }
 
@@ -84,7 +83,6 @@ fn verify_by_writing(db: &Database, model: &Model) -> Result<(), Error> {
     for k in model.keys() {
         t.remove(&[&k[..], &[0xff, 0xff]].concat())?;
     }
-    drop(t);
     w.rollback();
     Ok(())
 }
@@ -98,7 +96,6 @@ fn churn(db: &Database) -> Result<(), Error> {
         t.insert(&key(i), &[1; 100])?;
         model.insert(key(i), vec![1; 100]);
     }
-    drop(t);
     w.commit()?;
     for round in 0..40 {
         agrees(db, &model, &mut rng)?;

@@ -39,7 +39,6 @@ fn logged_commits(db: &Database) -> Result<(), Error> {
         let mut t = w.open_table("t")?;
         t.insert(&(i * 61).to_be_bytes(), &[2; 60])?;
         t.remove(&(i * 67 + 1).to_be_bytes())?;
-        drop(t);
         w.commit()?;
     }
     Ok(())

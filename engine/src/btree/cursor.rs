@@ -436,7 +436,6 @@ mod tests {
             t.insert(&i.to_be_bytes(), &[0u8; 40])?;
         }
         walk_random_ranges(|b| t.range::<[u8], _>(b))?;
-        drop(t);
         w.commit()?;
         let r = db.begin_read()?;
         let t = r.open_table("t")?;

@@ -237,12 +237,12 @@ mod tests {
     }
 
     fn tail(w: &WriteTxn) -> Option<Tail> {
-        w.tables.get("t").and_then(|t| t.tail)
+        w.tables.by_name("t").and_then(|t| t.tail)
     }
 
     /// The last key of the leaf `t` names, when `t` is still the tree's root-and-leaf pair.
     fn last_key_of(w: &WriteTxn, t: Tail) -> Option<Vec<u8>> {
-        let root = w.tables.get("t")?.current.root?;
+        let root = w.tables.by_name("t")?.current.root?;
         let Some(Node::Leaf(leaf)) = w.dirty.nodes.get(&t.leaf) else {
             return None;
         };

@@ -141,14 +141,14 @@ impl WriteTxn {
     fn spill(&mut self, quota: usize, branches: bool) -> Result<()> {
         let keep: FxHashSet<u64> = self
             .tables
-            .values()
-            .filter_map(|t| t.tail.map(|tail| tail.leaf()))
+            .iter()
+            .filter_map(|(_, t)| t.tail.map(|tail| tail.leaf()))
             .collect();
         let mut plan = Plan {
             quota,
             ..Plan::default()
         };
-        for table in self.tables.values() {
+        for (_, table) in self.tables.iter() {
             if let Some(root) = table.current.root.filter(|r| r.crc == 0) {
                 plan.visit(&self.dirty.nodes, root.page, true, &keep, branches, 0)?;
             }

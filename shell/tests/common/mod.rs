@@ -53,7 +53,6 @@ where
         for (k, v) in entries {
             t.insert(k.as_ref(), v.as_ref())?;
         }
-        drop(t);
         txn.commit()
     };
     load().unwrap_or_else(|e| panic!("{e}"));
