@@ -178,7 +178,9 @@ impl Builder {
     /// # Errors
     /// [`Error::EmptyFile`], [`Error::NotADatabase`], [`Error::VersionTooNew`],
     /// [`Error::Truncated`], [`Error::NoValidCommit`] or [`Error::Corruption`] for a file
-    /// that is not a healthy Cairn database (left untouched), [`Error::Locked`], and I/O errors.
+    /// that is not a healthy Cairn database (left untouched); [`Error::Locked`] when another
+    /// process has it open for writing, [`Error::AlreadyOpen`] when this one has (each after
+    /// the lock timeout: clones of one [`Database`] share the file); and I/O errors.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Database> {
         self.open_path(path.as_ref(), false)
     }
@@ -203,7 +205,7 @@ impl Builder {
         create: bool,
         path: Option<PathBuf>,
     ) -> Result<Database> {
-        self.build(storage, create, path, None)
+        self.build(storage, create, path, None, None)
     }
 
     fn build(
@@ -212,6 +214,7 @@ impl Builder {
         create: bool,
         path: Option<PathBuf>,
         lock_file: Option<std::fs::File>,
+        writer_claim: Option<crate::lock::WriterClaim>,
     ) -> Result<Database> {
         if create && storage.is_empty() && !self.read_only {
             self.check_new_file()?;
@@ -277,6 +280,7 @@ impl Builder {
             sync_failures: crate::resync::SyncFailures::default(),
             txn_budget_pages: (self.txn_memory / page_size).max(crate::commit::MIN_BUDGET_PAGES),
             pages_spilled: AtomicU64::new(0),
+            _writer_claim: writer_claim,
         };
         inner.group_time.set_enabled(self.poll_waits);
         let db = Database {
@@ -333,9 +337,15 @@ impl Builder {
             .read(true)
             .write(!self.read_only)
             .open(path)?;
-        if !self.read_only {
-            crate::lock::lock_exclusive(&file, path, self.lock_timeout)?;
-        }
+        let writer_claim = if self.read_only {
+            None
+        } else {
+            let started = std::time::Instant::now();
+            let claim = crate::lock::WriterClaim::new(&file, path, self.lock_timeout)?;
+            let left = self.lock_timeout.saturating_sub(started.elapsed());
+            crate::lock::lock_exclusive(&file, path, left)?;
+            Some(claim)
+        };
         let lock_file = file.try_clone()?;
         let mut storage = FileStorage::new(file)?;
         if !self.read_only {
@@ -351,7 +361,13 @@ impl Builder {
             eventual_sync: Some(self.eventual_sync.unwrap_or(Some(DEFAULT_EVENTUAL_SYNC))),
             ..self
         };
-        builder.build(storage, false, Some(path.to_path_buf()), Some(lock_file))
+        builder.build(
+            storage,
+            false,
+            Some(path.to_path_buf()),
+            Some(lock_file),
+            writer_claim,
+        )
     }
 }
 
@@ -459,6 +475,9 @@ pub(crate) struct Inner {
     pub txn_budget_pages: usize,
     /// Pages spilled since opening (see [`IoStats::pages_spilled`]).
     pub pages_spilled: AtomicU64,
+    /// This process's claim to write the file, given up once the file is closed (the
+    /// fields above dropped first).
+    pub _writer_claim: Option<crate::lock::WriterClaim>,
 }
 
 impl Inner {

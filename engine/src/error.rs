@@ -76,6 +76,16 @@ pub enum Error {
         /// The process holding it, where the platform tells.
         pid: Option<u32>,
     },
+    /// This process has the file open for writing through another [`crate::Database`],
+    /// which stayed open for the lock timeout (clones of one handle share the file).
+    #[error(
+        "database {} is open for writing elsewhere in this process (clones of its Database handle share it)",
+        path.display()
+    )]
+    AlreadyOpen {
+        /// The file.
+        path: PathBuf,
+    },
     /// The path names a directory, a device, a FIFO or a socket, not a file.
     #[error("{path} is not a regular file")]
     NotAFile {
@@ -186,6 +196,7 @@ impl Error {
                 pid: *pid,
             },
             NotAFile { path } => NotAFile { path: path.clone() },
+            AlreadyOpen { path } => AlreadyOpen { path: path.clone() },
             InvalidPageSize(n) => InvalidPageSize(*n),
             InvalidLogSize(n) => InvalidLogSize(*n),
             KeyTooLarge { len, max } => KeyTooLarge {

@@ -10,10 +10,17 @@
 //!
 //! Byte-range locks need no data at their offsets: the ranges used lie far past the end of
 //! any database file.
+//!
+//! Within one process, a second handle opened for writing on a file (by any of its paths)
+//! waits on the process's own list of the files it writes ([`WriterClaim`]) rather than on
+//! its own `flock`, so that it wakes when the first closes and, when the wait times out,
+//! says that this process holds the file.
 
 use std::fs::{File, TryLockError};
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{FcntlArg, fcntl};
@@ -41,6 +48,56 @@ fn range(kind: libc::c_int, start: i64, len: i64) -> libc::flock {
 /// The reader byte of snapshot `txid` (ids past 2^61 share the last byte: conservative).
 fn reader_byte(txid: u64) -> i64 {
     READERS.saturating_add(i64::try_from(txid).unwrap_or(i64::MAX))
+}
+
+/// The files this process has open for writing, by device and inode, and the signal
+/// that one was closed.
+static WRITING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+static CLOSED: Condvar = Condvar::new();
+
+/// This process's claim to write a file, held as long as its database is open: a second
+/// claim on the same file waits for the first to end.
+#[derive(Debug)]
+pub(crate) struct WriterClaim {
+    file: (u64, u64),
+}
+
+impl WriterClaim {
+    /// Claims `file` (opened from `path`) for writing, waiting up to `timeout` for a
+    /// database of this process that has it open to close.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyOpen`] when this process still has it open for writing then.
+    pub fn new(file: &File, path: &Path, timeout: Duration) -> Result<WriterClaim> {
+        let meta = file.metadata()?;
+        let id = (meta.dev(), meta.ino());
+        let deadline = Instant::now() + timeout;
+        let mut writing = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+        while writing.contains(&id) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::AlreadyOpen {
+                    path: path.to_path_buf(),
+                });
+            }
+            writing = CLOSED
+                .wait_timeout(writing, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        writing.push(id);
+        Ok(WriterClaim { file: id })
+    }
+}
+
+impl Drop for WriterClaim {
+    fn drop(&mut self) {
+        let mut writing = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = writing.iter().position(|id| *id == self.file) {
+            writing.swap_remove(i);
+        }
+        CLOSED.notify_all();
+    }
 }
 
 /// Takes an exclusive advisory lock on `file`, retrying until `timeout` has passed; the

@@ -129,13 +129,18 @@ pub fn open_session(
                     cannot_open()
                 ));
             }
-            // (Without the holder's pid it may be this process: `.open` of the file the
-            // shell has open, which then stays as it was.)
-            Err(locked @ cairn_engine::Error::Locked { pid: Some(_), .. }) => {
+            Err(locked @ cairn_engine::Error::Locked { .. }) => {
                 read_only_because = Some(format!(
                     "{locked}: opened read-only (writes fail until that process closes it)"
                 ));
                 builder.read_only(true).open(path)
+            }
+            // The shell holds one database at a time: this is the one it has open.
+            Err(cairn_engine::Error::AlreadyOpen { .. }) => {
+                return Err(anyhow::anyhow!(
+                    "{}: it is the database open here",
+                    cannot_open()
+                ));
             }
             other => other,
         },

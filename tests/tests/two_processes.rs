@@ -106,7 +106,24 @@ fn a_reader_process_sees_only_committed_states_of_a_writer_process() -> Result<(
     let (mut last, mut rounds_seen, mut snapshots) = (0, 0, 0);
     let started = Instant::now();
     let mut outcome = Ok(());
+    let mut locked_out = false;
     while started.elapsed() < Duration::from_secs(4) {
+        // Once the writer process has committed, it holds the file: a writable open here
+        // waits out its timeout and names that process.
+        if last > 0 && !locked_out {
+            let tried = Instant::now();
+            match Database::builder()
+                .lock_timeout(Duration::from_millis(200))
+                .open(&path)
+            {
+                Err(Error::Locked { path: p, pid }) => {
+                    assert_eq!((p, pid), (path.clone(), Some(writer.id())));
+                }
+                other => panic!("expected Locked, got {other:?}"),
+            }
+            assert!(tried.elapsed() >= Duration::from_millis(200));
+            locked_out = true;
+        }
         // A long snapshot: read it, let the writer go on for a while, read it again. Its
         // pages must not be reused meanwhile.
         let long = reader.begin_read()?;
@@ -136,6 +153,10 @@ fn a_reader_process_sees_only_committed_states_of_a_writer_process() -> Result<(
     }
     let status = writer.wait()?;
     assert!(status.success(), "the writer process failed: {status}");
+    assert!(
+        locked_out,
+        "the writer process committed nothing while watched"
+    );
     if let Err(e) = outcome {
         panic!("{e}");
     }
