@@ -63,6 +63,23 @@ fn valid(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
     }
 }
 
+/// The keys of `m` in `lo..hi` that `keep` rejects (none for bounds `BTreeMap::range`
+/// refuses).
+fn rejected(
+    m: &BTreeMap<Vec<u8>, Vec<u8>>,
+    lo: &Bound<Vec<u8>>,
+    hi: &Bound<Vec<u8>>,
+    keep: impl Fn(&[u8], &[u8]) -> bool,
+) -> Vec<Vec<u8>> {
+    if !valid(lo, hi) {
+        return Vec::new();
+    }
+    m.range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+        .filter(|(k, v)| !keep(k, v))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 fn open(path: &std::path::Path, page_size: usize, txn_memory: Option<usize>) -> Checked {
     let mut builder = Database::builder()
         .page_size(page_size)
@@ -145,13 +162,7 @@ fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Re
                     && rng.random_bool(0.1)
                 {
                     let (lo, hi) = (bound(&mut rng, max), bound(&mut rng, max));
-                    let gone: Vec<Vec<u8>> = if valid(&lo, &hi) {
-                        m.range::<Vec<u8>, _>((lo.clone(), hi.clone()))
-                            .map(|(k, _)| k.clone())
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
+                    let gone = rejected(m, &lo, &hi, |_, _| false);
                     let removed = txn
                         .open_table(name)?
                         .remove_range::<[u8], _>((as_ref(&lo), as_ref(&hi)))?;
@@ -169,14 +180,7 @@ fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Re
                         !(k.len() + usize::from(v.first().copied().unwrap_or(0)))
                             .is_multiple_of(modulus)
                     };
-                    let gone: Vec<Vec<u8>> = if valid(&lo, &hi) {
-                        m.range::<Vec<u8>, _>((lo.clone(), hi.clone()))
-                            .filter(|(k, v)| !keep(k, v))
-                            .map(|(k, _)| k.clone())
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
+                    let gone = rejected(m, &lo, &hi, keep);
                     let removed = txn
                         .open_table(name)?
                         .retain_in::<[u8], _>((as_ref(&lo), as_ref(&hi)), keep)?;
