@@ -14,8 +14,9 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// before its commit (`engine/src/commit/spill.rs`). Each three bytes `[a, b, c]` are one
 /// operation on key `[a % 32, b]`: by `c % 16`, a commit (durable when `a` is odd), a
 /// rollback, a removal, a removal of up to 64 keys from the key on, a get, a scan of 20
-/// entries from the key, or else an insert of `3 × c` bytes (some over the inline limit:
-/// overflow runs). Every read and every removal's count agrees with a model; at the end
+/// entries from the key, a `retain_in` over up to 64 keys from the key on (keeping the
+/// values of even length), a `pop_first` (`a` even) or `pop_last`, or else an insert of
+/// `3 × c` bytes (some over the inline limit: overflow runs). Every read and every removal's count agrees with a model; at the end
 /// the table agrees with it, the integrity check passes, and so they do after reopening
 /// the file.
 ///
@@ -94,6 +95,29 @@ fn run(data: &[u8]) -> Result<(), Error> {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 assert!(found == expected, "scan");
+            }
+            6 => {
+                // Keep, from the key on, the entries whose value has an even length.
+                let end = vec![a % 32, b.saturating_add(a % 64)];
+                let keep = |_: &[u8], v: &[u8]| v.len().is_multiple_of(2);
+                let removed = w.open_table("t")?.retain_in(&key[..]..&end[..], keep)?;
+                let gone: Vec<Vec<u8>> = working
+                    .range(key..end)
+                    .filter(|(k, v)| !keep(k, v))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                assert_eq!(removed, gone.len() as u64, "retain_in");
+                for k in gone {
+                    working.remove(&k);
+                }
+            }
+            7 => {
+                let mut t = w.open_table("t")?;
+                if a % 2 == 0 {
+                    assert_eq!(t.pop_first()?, working.pop_first(), "pop_first");
+                } else {
+                    assert_eq!(t.pop_last()?, working.pop_last(), "pop_last");
+                }
             }
             _ => {
                 let value: Vec<u8> = (0..usize::from(c) * 3)
