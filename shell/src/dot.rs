@@ -33,9 +33,10 @@ Dot-commands, each on a line of its own:
                       them) into TABLE or the current one, in one transaction
 .mode MODE            output mode: table, plain, csv, json or line
 .once FILE            send the results of the next line to FILE
-.open [--readonly] FILE
-                      close this database and open FILE (created if missing);
-                      at the terminal, read-only if another process writes it
+.open [--readonly] [FILE]
+                      close this database and open FILE (created if missing;
+                      at the terminal, read-only if another process writes it),
+                      or a new database in memory
 .output [FILE]        send results to FILE (emptied first), or back to the screen
 .page N               page N decoded: its kind, the commit that wrote it, its entries
 .pages                every page: its kind, the tree it belongs to, items and fill
@@ -194,14 +195,16 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             Ok(format!("backed up {n} {entries} to {}", args[0]))
         }),
         ".open" => match args[..] {
-            ["--readonly", file] => Ok((Access::ReadOnly, file)),
-            [file] if shell.settings.interactive => Ok((Access::WriteOrRead, file)),
-            [file] => Ok((Access::Write, file)),
-            _ => Err("usage: .open [--readonly] FILE".to_owned()),
+            // (No file: a new database in memory, as at the start without one.)
+            [] => Ok((Access::Write, None)),
+            ["--readonly", file] => Ok((Access::ReadOnly, Some(file))),
+            [file] if shell.settings.interactive => Ok((Access::WriteOrRead, Some(file))),
+            [file] => Ok((Access::Write, Some(file))),
+            _ => Err("usage: .open [--readonly] [FILE]".to_owned()),
         }
         .map(|(access, file)| {
             shell
-                .reopen(Some(Path::new(file)), access)
+                .reopen(file.map(Path::new), access)
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default()
