@@ -62,6 +62,6 @@ pub use group::Batch;
 pub use info::{FileInfo, SlotInfo, inspect};
 pub use page_map::{PageDump, PageEntry, PageInfo};
 pub use read_txn::ReadTxn;
-pub use stats::Stats;
+pub use stats::{Stats, TableStats};
 pub use table::{Range, Table, TableInfo, TableMut};
 pub use write_txn::WriteTxn;

@@ -34,6 +34,22 @@ pub struct Stats {
     pub oldest_reader_age: Option<std::time::Duration>,
     /// Freed pages that cannot be reused until that reader ends.
     pub pages_pinned_by_readers: u64,
+    /// The same figures for each table, by name.
+    pub by_table: Vec<TableStats>,
+}
+
+/// One table's share of [`Stats`]: the pages of its tree and of its values' overflow runs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TableStats {
+    pub name: String,
+    pub entries: u64,
+    /// The depth of its tree (1: a single leaf; 0: empty).
+    pub depth: usize,
+    pub branch_pages: u64,
+    pub leaf_pages: u64,
+    pub overflow_pages: u64,
+    /// Bytes used in its branch and leaf pages divided by their total size.
+    pub fill_factor: f64,
 }
 
 struct Walk<'a> {
@@ -67,10 +83,15 @@ impl Walk<'_> {
                                 .ok_or_else(|| Error::corrupt(r.page, "bad catalog entry"))?;
                             self.stats.tables += 1;
                             self.stats.entries += meta.len;
-                            if let Some(root) = meta.root {
-                                let d = self.tree(root, false, 0)?;
-                                self.stats.depth = self.stats.depth.max(d);
-                            }
+                            let before = self.counts();
+                            let depth = match meta.root {
+                                Some(root) => self.tree(root, false, 0)?,
+                                None => 0,
+                            };
+                            self.stats.depth = self.stats.depth.max(depth);
+                            let name = String::from_utf8_lossy(l.key(i)?).into_owned();
+                            let table = self.table_stats(name, meta.len, depth, before);
+                            self.stats.by_table.push(table);
                         }
                         ValueRef::Overflow(o) => {
                             self.stats.overflow_pages += o.pages(self.snap.page_size);
@@ -85,10 +106,50 @@ impl Walk<'_> {
     }
 }
 
+/// The totals a table's figures are taken from: branch, leaf and overflow pages, bytes
+/// used.
+type Counts = [u64; 4];
+
+impl Walk<'_> {
+    fn counts(&self) -> Counts {
+        let s = &self.stats;
+        [
+            s.branch_pages,
+            s.leaf_pages,
+            s.overflow_pages,
+            self.used_bytes,
+        ]
+    }
+
+    /// A table's figures: what the walk of its tree (`depth` deep) added to the totals
+    /// since they were `before`.
+    fn table_stats(&self, name: String, entries: u64, depth: usize, before: Counts) -> TableStats {
+        let now = self.counts();
+        let [branch_pages, leaf_pages, overflow_pages, used] =
+            std::array::from_fn(|i| now[i] - before[i]);
+        TableStats {
+            name,
+            entries,
+            depth,
+            branch_pages,
+            leaf_pages,
+            overflow_pages,
+            fill_factor: fill(used, branch_pages + leaf_pages, self.snap.page_size),
+        }
+    }
+}
+
+/// Bytes used over the size of `pages` pages (0 for none).
+fn fill(used: u64, pages: u64, page_size: usize) -> f64 {
+    if pages == 0 {
+        return 0.0;
+    }
+    used as f64 / (pages * page_size as u64) as f64
+}
+
 /// Statistics of `snap`, in a file of `file_size` bytes.
 pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
     let s = snap.slot;
-    let p = snap.page_size as u64;
     let mut w = Walk {
         snap,
         stats: Stats {
@@ -126,8 +187,6 @@ pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
             .saturating_sub(crate::pager::FIRST_DATA_PAGE + s.log_pages)
             .saturating_sub(tree_pages + w.stats.overflow_pages);
     }
-    if tree_pages > 0 {
-        w.stats.fill_factor = w.used_bytes as f64 / (tree_pages * p) as f64;
-    }
+    w.stats.fill_factor = fill(w.used_bytes, tree_pages, snap.page_size);
     Ok(w.stats)
 }

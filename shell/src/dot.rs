@@ -42,7 +42,7 @@ Dot-commands, each on a line of its own:
 .pages                every page: its kind, the tree it belongs to, items and fill
                       (a run - the log, a large value, the freelist - in one row)
 .read FILE            run the statements and commands in FILE
-.stats                statistics of the database file
+.stats [TABLE]        statistics of the database file, or of one table
 .tables               list the tables with their entry counts
 .timer on|off         print real, user and system time after each statement
 
@@ -174,7 +174,9 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         ".tables" => {
             arity(0..=0, ".tables").and_then(|()| tables(shell).map_err(|e| e.to_string()))
         }
-        ".stats" => arity(0..=0, ".stats").and_then(|()| stats(shell).map_err(|e| e.to_string())),
+        ".stats" => {
+            arity(0..=1, ".stats [TABLE]").and_then(|()| stats(shell, args.first().copied()))
+        }
         ".check" => arity(0..=0, ".check").and_then(|()| check(shell)),
         ".pages" => arity(0..=0, ".pages").and_then(|()| pages(shell)),
         ".page" => arity(1..=1, ".page N").and_then(|()| {
@@ -280,12 +282,28 @@ fn print_rows<const N: usize>(
     Ok(String::new())
 }
 
-fn stats(shell: &mut Shell) -> Result<String, String> {
+fn stats(shell: &mut Shell, table: Option<&str>) -> Result<String, String> {
     let s = shell
         .session
         .database()
         .stats()
         .map_err(|e| e.to_string())?;
+    if let Some(name) = table {
+        let t = s
+            .by_table
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| format!("no table named {name:?}"))?;
+        let rows = vec![
+            ("entries", t.entries.to_string()),
+            ("depth", t.depth.to_string()),
+            ("branch pages", t.branch_pages.to_string()),
+            ("leaf pages", t.leaf_pages.to_string()),
+            ("overflow pages", t.overflow_pages.to_string()),
+            ("fill factor", format!("{:.3}", t.fill_factor)),
+        ];
+        return print_statistics(shell, &rows);
+    }
     let rows: Vec<(&str, String)> = vec![
         ("commit", s.txid.to_string()),
         ("page size", s.page_size.to_string()),
@@ -324,6 +342,11 @@ fn stats(shell: &mut Shell) -> Result<String, String> {
                 .to_string(),
         ),
     ];
+    print_statistics(shell, &rows)
+}
+
+/// Prints `(statistic, value)` rows.
+fn print_statistics(shell: &mut Shell, rows: &[(&str, String)]) -> Result<String, String> {
     let rows = rows
         .iter()
         .map(|(name, value)| {

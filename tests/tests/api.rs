@@ -518,15 +518,53 @@ fn stats_count_pages_by_kind_and_free_pages_exactly() -> Result<(), Error> {
     let db = Checked(Database::builder().page_size(1024).in_memory()?);
     let mut w = db.begin_write()?;
     w.create_table("t")?;
+    w.create_table("empty")?;
+    w.create_table("small")?;
     let mut t = w.open_table("t")?;
     for i in 0u32..3000 {
         t.insert(&i.to_be_bytes(), &[0; 20])?;
     }
     t.insert(b"big", &[1; 5000])?;
+    let mut small = w.open_table("small")?;
+    small.insert(b"k", &[2; 2000])?;
     w.commit()?;
     let s = db.stats()?;
-    assert_eq!((s.tables, s.entries, s.page_size), (1, 3001, 1024));
-    assert_eq!(s.overflow_pages, 5, "16 + 5000 bytes in 1 KiB pages");
+    assert_eq!((s.tables, s.entries, s.page_size), (3, 3002, 1024));
+    assert_eq!(
+        s.overflow_pages,
+        5 + 2,
+        "16 + 5000 and 16 + 2000 bytes in 1 KiB pages"
+    );
+    // Each table's share, by name: its tree and its values' runs. The catalog's own
+    // leaf is the rest of the totals.
+    let by_name: Vec<(&str, u64, usize, u64, u64)> = s
+        .by_table
+        .iter()
+        .map(|t| (&*t.name, t.entries, t.depth, t.leaf_pages, t.overflow_pages))
+        .collect();
+    let t = &s.by_table[2];
+    assert_eq!(
+        by_name,
+        [
+            ("empty", 0, 0, 0, 0),
+            ("small", 1, 1, 1, 2),
+            ("t", 3001, t.depth, t.leaf_pages, 5)
+        ]
+    );
+    assert!(
+        t.depth >= 2 && t.branch_pages >= 1 && t.leaf_pages > 50,
+        "{t:?}"
+    );
+    assert!(t.fill_factor > 0.5 && t.fill_factor <= 1.0, "{t:?}");
+    assert_eq!(s.by_table[0].fill_factor, 0.0);
+    let sum = |f: fn(&cairn_engine::TableStats) -> u64| s.by_table.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|t| t.branch_pages), s.branch_pages);
+    assert_eq!(
+        sum(|t| t.leaf_pages) + 1,
+        s.leaf_pages,
+        "and the catalog's leaf"
+    );
+    assert_eq!(sum(|t| t.overflow_pages), s.overflow_pages);
     // Every page is in a tree, an overflow run, the freelist run, free, or a header page.
     assert_eq!(
         s.branch_pages + s.leaf_pages + s.overflow_pages + s.freelist_pages + s.free_pages + 2,
@@ -536,7 +574,7 @@ fn stats_count_pages_by_kind_and_free_pages_exactly() -> Result<(), Error> {
     let report = db.check()?;
     assert_eq!(
         (report.entries, report.pages_checked),
-        (3001, s.page_count - 2)
+        (3002, s.page_count - 2)
     );
     Ok(())
 }
