@@ -123,18 +123,6 @@ pub fn open_session(
     let db = match access {
         Access::ReadOnly => builder.read_only(true).open(path),
         Access::Write | Access::WriteOrRead => match builder.clone().create(path) {
-            Err(locked @ cairn_engine::Error::Locked { .. }) if access == Access::Write => {
-                return Err(anyhow::anyhow!(
-                    "{}: {locked} (-readonly opens it for reading)",
-                    cannot_open()
-                ));
-            }
-            Err(locked @ cairn_engine::Error::Locked { .. }) => {
-                read_only_because = Some(format!(
-                    "{locked}: opened read-only (writes fail until that process closes it)"
-                ));
-                builder.read_only(true).open(path)
-            }
             // The shell holds one database at a time: this is the one it has open.
             Err(cairn_engine::Error::AlreadyOpen { .. }) => {
                 return Err(anyhow::anyhow!(
@@ -142,7 +130,20 @@ pub fn open_session(
                     cannot_open()
                 ));
             }
-            other => other,
+            Err(e) => match readable_instead(&e, path) {
+                Some(note) if access == Access::WriteOrRead => {
+                    read_only_because = Some(note);
+                    builder.read_only(true).open(path)
+                }
+                Some(_) => {
+                    return Err(anyhow::anyhow!(
+                        "{}: {e} (-readonly opens it for reading)",
+                        cannot_open()
+                    ));
+                }
+                None => Err(e),
+            },
+            opened => opened,
         },
     }
     .with_context(cannot_open)?;
@@ -151,6 +152,29 @@ pub fn open_session(
         label: path.display().to_string(),
         read_only_because,
     })
+}
+
+/// What to say when `path`, which could not be opened for writing (`e`), is opened for
+/// reading instead: when another process writes it, or this user may not (a file the user
+/// may not read then fails the read-only opening with its own error).
+fn readable_instead(e: &cairn_engine::Error, path: &Path) -> Option<String> {
+    match e {
+        cairn_engine::Error::Locked { .. } => Some(format!(
+            "{e}: opened read-only (writes fail until that process closes it)"
+        )),
+        cairn_engine::Error::Io(io)
+            if matches!(
+                io.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ) && path.is_file() =>
+        {
+            Some(format!(
+                "{}: this user may not write it ({io}): opened read-only",
+                path.display()
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// Opens a script file to run. A directory is refused here, with the error reading it

@@ -124,7 +124,8 @@ fn an_unprivileged_user_gets_clear_errors_for_files_it_may_not_write() {
     };
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(
-        text(&o.stderr).contains("Permission denied"),
+        text(&o.stderr)
+            .contains("Permission denied (os error 13) (-readonly opens it for reading)"),
         "{}",
         text(&o.stderr)
     );

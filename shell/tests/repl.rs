@@ -25,6 +25,12 @@ struct Terminal {
 
 impl Terminal {
     fn open(file: &Path, state: &Path) -> Terminal {
+        Terminal::open_through(&[], file, state)
+    }
+
+    /// The shell started by `launcher` (a command and its arguments, to which the shell's
+    /// path and arguments are added), or directly when `launcher` is empty.
+    fn open_through(launcher: &[&str], file: &Path, state: &Path) -> Terminal {
         let size = Winsize {
             ws_row: 40,
             ws_col: 100,
@@ -35,7 +41,15 @@ impl Terminal {
         let slave = |fd: &std::os::fd::OwnedFd| {
             Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("dup: {e}")))
         };
-        let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        let mut command = match launcher {
+            [] => Command::new(env!("CARGO_BIN_EXE_cairn")),
+            [program, args @ ..] => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_cairn"));
+                c
+            }
+        };
+        let child = command
             .arg(file)
             .env("TERM", "xterm")
             .env("XDG_STATE_HOME", state)
@@ -303,5 +317,60 @@ fn a_file_another_process_writes_opens_read_only_and_follows_its_commits()
         r.open_table("main")?.get(b"mine")?,
         Some(&[0, 0, 0, 0, 0, 0, 0, 1][..])
     );
+    Ok(())
+}
+
+#[test]
+fn a_file_this_user_may_not_write_opens_read_only() -> Result<(), Box<dyn std::error::Error>> {
+    use std::os::unix::fs::PermissionsExt;
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let setpriv = Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !root || !setpriv {
+        eprintln!("not root, or no setpriv: the test runs the shell as nobody; skipped");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))?;
+    let file = dir.path().join("owned-by-root.cairn");
+    {
+        let db = Database::create(&file)?;
+        let mut w = db.begin_write()?;
+        w.create_table("main")?;
+        w.open_table("main")?.insert(b"k", b"v")?;
+        w.commit()?;
+    }
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))?;
+    let before = std::fs::read(&file)?;
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let mut term = Terminal::open_through(&nobody, &file, dir.path());
+    let opened = term.prompt("main> ");
+    assert!(
+        opened.contains(
+            "this user may not write it (Permission denied (os error 13)): opened read-only"
+        ),
+        "{opened}"
+    );
+    let rows = term.enter("SCAN", "main> ");
+    assert!(rows.contains("│ k   ┆ v     │"), "{rows}");
+    let refused = term.enter("PUT 'k' 'w'", "main> ");
+    assert!(
+        refused.contains("the database is open read-only"),
+        "{refused}"
+    );
+    term.type_keys("\x04");
+    let status = term.child.wait()?;
+    assert_eq!(status.code(), Some(1), "the refused PUT failed: {status}");
+    assert_eq!(std::fs::read(&file)?, before, "nothing modified");
     Ok(())
 }
