@@ -242,9 +242,16 @@ impl Session {
         self.txn.is_some()
     }
 
-    /// Ends the session; returns whether an open transaction was rolled back.
-    pub fn close(mut self) -> bool {
-        self.txn.take().is_some()
+    /// Ends the session, rolling back an open transaction (see
+    /// [`Session::in_transaction`]), and closes its database handle
+    /// ([`cairn_engine::Database::close`]: the last handle makes every commit durable and
+    /// seals the file).
+    ///
+    /// # Errors
+    /// What closing the database met (an I/O error from its final sync).
+    pub fn close(mut self) -> Result<()> {
+        drop(self.txn.take());
+        Ok(self.db.close()?)
     }
 
     /// Runs `stmt` and collects its rows.

@@ -177,6 +177,19 @@ fn readable_instead(e: &cairn_engine::Error, path: &Path) -> Option<String> {
     }
 }
 
+/// Closes `session`, on the database `label` names: the note to give when that rolled
+/// back a transaction, and the error closing the database met.
+fn close_session(session: Session, label: &str) -> (Option<&'static str>, Option<String>) {
+    let rolled_back = session
+        .in_transaction()
+        .then_some("rolled back the open transaction");
+    let failed = session
+        .close()
+        .err()
+        .map(|e| format!("closing {label} failed: {e}"));
+    (rolled_back, failed)
+}
+
 /// Opens a script file to run. A directory is refused here, with the error reading it
 /// would give, so that it is reported as a file that cannot be read.
 ///
@@ -445,10 +458,14 @@ impl Shell {
             }) => {
                 session.set_interrupt_flag(Arc::clone(&self.interrupt));
                 let old = std::mem::replace(&mut self.session, session);
-                if old.close() {
-                    self.note("rolled back the open transaction")?;
+                let old_label = std::mem::replace(&mut self.label, label);
+                let (rolled_back, failed_close) = close_session(old, &old_label);
+                if let Some(note) = rolled_back {
+                    self.note(note)?;
                 }
-                self.label = label;
+                if let Some(message) = failed_close {
+                    self.error(&message)?;
+                }
                 match read_only_because {
                     Some(why) => self.note(&why),
                     None => Ok(()),
@@ -464,13 +481,18 @@ impl Shell {
         writeln!(io::stderr().lock(), "{message}")
     }
 
-    /// Ends the session; says so when that rolls back a transaction.
+    /// Ends the shell, closing its database; returns whether anything failed, closing
+    /// included.
     pub fn close(mut self) -> io::Result<bool> {
         self.flush()?;
-        let failed = self.failed;
-        if self.session.close() {
-            writeln!(io::stderr().lock(), "rolled back the open transaction")?;
+        let (rolled_back, failed_close) = close_session(self.session, &self.label);
+        let mut err = io::stderr().lock();
+        if let Some(note) = rolled_back {
+            writeln!(err, "{note}")?;
         }
-        Ok(failed)
+        if let Some(message) = &failed_close {
+            writeln!(err, "{message}")?;
+        }
+        Ok(self.failed || failed_close.is_some())
     }
 }

@@ -430,6 +430,42 @@ fn a_second_writable_open_in_one_process_waits_for_the_first_and_readers_do_not(
 }
 
 #[test]
+fn close_waits_for_another_threads_write_transaction_and_refuses_its_own() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("close.cairn");
+    let db = Database::builder()
+        .durability(Durability::Eventual)
+        .create(&path)?;
+    let w = db.begin_write()?;
+    assert!(matches!(db.close(), Err(Error::WriteTxnOnThisThread)));
+    w.commit()?;
+
+    let db = Database::open(&path)?;
+    let (started, begun) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn({
+        let db = db.clone();
+        move || -> Result<(), Error> {
+            let mut w = db.begin_write()?;
+            let _ = started.send(());
+            std::thread::sleep(Duration::from_millis(200));
+            w.create_table("late")?;
+            w.commit()
+        }
+    });
+    let _ = begun.recv();
+    // The writer's thread holds the other handle: this close waits for its transaction,
+    // then syncs, so the table is there when it returns.
+    db.close()?;
+    let seen = Database::builder().read_only(true).open(&path)?;
+    let tables = seen.begin_read()?.list_tables()?;
+    assert!(tables.iter().any(|t| t.name == "late"), "{tables:?}");
+    writer
+        .join()
+        .unwrap_or_else(|_| panic!("the writer panicked"))?;
+    Ok(())
+}
+
+#[test]
 fn eventual_commits_are_visible_at_once_and_durable_after_sync() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("e.cairn");

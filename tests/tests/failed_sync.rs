@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use cairn_engine::SlotInfo;
 use cairn_engine::storage::FaultyStorage;
 use cairn_engine::{Database, Durability, Error};
 use cairn_tests::{on_faulty_store_with, open_image};
@@ -168,6 +169,59 @@ fn a_process_that_died_after_a_failed_sync_loses_nothing_at_the_next_open() -> R
         assert_eq!(contents(&db)?, state, "seed {seed}: opened");
         drop(db);
         assert_eq!(reopened(&storage)?, state, "seed {seed}: on disk");
+    }
+    Ok(())
+}
+
+/// `Database::close` returns what its final sync meets, which dropping the handle cannot:
+/// a sync that fails is an error (the disk then holds a committed state: the one before
+/// the Eventual commits, or with them), one that succeeds leaves every commit on the disk
+/// and the file sealed, with nothing to replay or verify. A handle that is not the last
+/// only syncs, and the others go on.
+#[test]
+fn close_returns_what_its_final_sync_meets() -> Result<(), Error> {
+    for seed in 0..SEEDS {
+        let (storage, db) = start(seed, Some(16 * 1024))?;
+        let mut state = State::new();
+        eventual_commits(&db, &mut state, 3)?;
+        db.clone().close()?;
+        assert_eq!(
+            reopened(&storage)?,
+            state,
+            "seed {seed}: a clone's close syncs"
+        );
+        let synced = state.clone();
+        eventual_commits(&db, &mut state, 3)?;
+        if seed % 2 == 0 {
+            storage.fail_next_sync();
+            assert!(
+                matches!(db.close(), Err(Error::Io(_))),
+                "seed {seed}: the injected failure"
+            );
+            let on_disk = reopened(&storage)?;
+            assert!(on_disk == synced || on_disk == state, "seed {seed}");
+        } else {
+            db.close()?;
+            assert_eq!(reopened(&storage)?, state, "seed {seed}: after close");
+            // Sealed: the newest slot says its own commit is durable.
+            let dir = tempfile::tempdir()?;
+            let file = dir.path().join("closed.cairn");
+            std::fs::write(&file, storage.durable_image())?;
+            let newest = cairn_engine::inspect(&file)?
+                .slots
+                .into_iter()
+                .filter_map(|slot| match slot {
+                    SlotInfo::Valid {
+                        txid, durable_txid, ..
+                    } => Some((txid, durable_txid)),
+                    SlotInfo::Invalid => None,
+                })
+                .max();
+            assert!(
+                newest.is_some_and(|(txid, durable)| txid == durable),
+                "seed {seed}: {newest:?}"
+            );
+        }
     }
     Ok(())
 }
