@@ -48,6 +48,7 @@ mod resync;
 mod stats;
 pub mod storage;
 mod table;
+mod table_cache;
 mod txn_tables;
 mod verified;
 mod write_txn;

@@ -6,12 +6,12 @@
 //! the shape of each verified leaf whose entries all look alike (`verified.rs`,
 //! `format/shape.rs`).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::{
-    BranchPage, ChildRef, Known, LeafPage, OVERFLOW_HEADER, OverflowRef, PageKind, Slot, TableMeta,
-    checksum, page_kind,
+    BranchPage, ChildRef, Known, LeafPage, OVERFLOW_HEADER, OverflowRef, PageKind, Slot, checksum,
+    page_kind,
 };
 use crate::storage::Region;
 pub(crate) use crate::verified::VerifiedSet;
@@ -26,10 +26,8 @@ pub(crate) struct Snapshot {
     pub page_size: usize,
     pub region: Arc<Region>,
     pub verified: Arc<VerifiedSet>,
-    /// The catalog entry of the first table a reader opened in this snapshot, so that
-    /// the read transactions that each open the same table (one per operation, often)
-    /// skip the catalog's tree.
-    pub first_table: OnceLock<(Box<str>, TableMeta)>,
+    /// The catalog entries of the tables readers opened in this snapshot.
+    pub tables: crate::table_cache::TableCache,
 }
 
 /// A tree page, typed.
@@ -65,7 +63,7 @@ impl Snapshot {
             page_size,
             region,
             verified,
-            first_table: OnceLock::new(),
+            tables: crate::table_cache::TableCache::default(),
         }
     }
 

@@ -71,14 +71,13 @@ impl ReadTxn {
     /// # Errors
     /// [`Error::TableNotFound`], or corruption found on the way.
     pub fn open_table(&self, name: &str) -> Result<Table<'_>> {
-        let cached = &self.snapshot.first_table;
-        let meta = match cached.get() {
-            Some((first, meta)) if **first == *name => *meta,
-            _ => {
+        let cache = &self.snapshot.tables;
+        let meta = match cache.get(name) {
+            Some(meta) => meta,
+            None => {
                 let meta = catalog_get(self.pages(), self.snapshot.slot.catalog, name)?
                     .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-                // (Only the first table opened is kept; a race to set it keeps either.)
-                let _ = cached.set((name.into(), meta));
+                cache.remember(name, meta);
                 meta
             }
         };
@@ -151,7 +150,7 @@ mod tests {
     use crate::{Database, Error};
 
     #[test]
-    fn each_snapshot_remembers_its_first_table_and_looks_up_the_others() -> Result<(), Error> {
+    fn each_snapshot_remembers_the_tables_opened_in_it() -> Result<(), Error> {
         let db = Database::in_memory()?;
         let mut w = db.begin_write()?;
         for (name, n) in [("a", 1u8), ("b", 2)] {
