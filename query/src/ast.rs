@@ -79,10 +79,11 @@ pub enum Statement {
     Rollback,
     /// `USE table`
     Use { table: String },
-    /// `CREATE TABLE table`
-    CreateTable { table: String },
-    /// `DROP TABLE table`
-    DropTable { table: String },
+    /// `CREATE TABLE [IF NOT EXISTS] table`: without `IF NOT EXISTS`, a table of that name
+    /// is an error.
+    CreateTable { table: String, if_not_exists: bool },
+    /// `DROP TABLE [IF EXISTS] table`: without `IF EXISTS`, a missing table is an error.
+    DropTable { table: String, if_exists: bool },
     /// `TABLES`
     Tables,
 }

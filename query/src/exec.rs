@@ -44,10 +44,11 @@ pub enum Outcome {
     RolledBack,
     /// `USE`: the table now current.
     Using(String),
-    /// `CREATE TABLE`
-    Created(String),
-    /// `DROP TABLE`
-    Dropped(String),
+    /// `CREATE TABLE`: the table, and whether it existed already (with `IF NOT EXISTS`;
+    /// without, that is an error).
+    Created { table: String, existed: bool },
+    /// `DROP TABLE`: the table, and whether it existed (`IF EXISTS` allows it not to).
+    Dropped { table: String, existed: bool },
 }
 
 /// A statement's outcome with its rows collected.
@@ -359,13 +360,34 @@ impl Session {
                 self.table.clone_from(table);
                 Ok(Outcome::Using(table.clone()))
             }
-            Statement::CreateTable { table } => {
-                self.in_write_txn(|txn| txn.create_table(table))?;
-                Ok(Outcome::Created(table.clone()))
+            Statement::CreateTable {
+                table,
+                if_not_exists,
+            } => {
+                let existed = self.in_write_txn(|txn| {
+                    let existed = *if_not_exists && txn.table_exists(table)?;
+                    if !existed {
+                        txn.create_table(table)?;
+                    }
+                    Ok(existed)
+                })?;
+                Ok(Outcome::Created {
+                    table: table.clone(),
+                    existed,
+                })
             }
-            Statement::DropTable { table } => {
-                self.in_write_txn(|txn| txn.drop_table(table))?;
-                Ok(Outcome::Dropped(table.clone()))
+            Statement::DropTable { table, if_exists } => {
+                let existed = self.in_write_txn(|txn| {
+                    let exists = !*if_exists || txn.table_exists(table)?;
+                    if exists {
+                        txn.drop_table(table)?;
+                    }
+                    Ok(exists)
+                })?;
+                Ok(Outcome::Dropped {
+                    table: table.clone(),
+                    existed,
+                })
             }
         }
     }

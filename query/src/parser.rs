@@ -453,16 +453,25 @@ fn scan_stmt(limits: Limits, count: bool) -> impl Fn(&str) -> Res<'_, Statement>
     }
 }
 
-/// `create = "CREATE" "TABLE" table`, `drop = "DROP" "TABLE" table`
+/// `create = "CREATE" "TABLE" [ "IF" "NOT" "EXISTS" ] table`,
+/// `drop = "DROP" "TABLE" [ "IF" "EXISTS" ] table`
 fn table_stmt(
     limits: Limits,
-    make: fn(String) -> Statement,
+    guard: &'static [&'static str],
+    make: fn(String, bool) -> Statement,
 ) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
         let (i, ()) = context("TABLE", cut(keyword("TABLE"))).parse(i)?;
-        context("a table name", cut(table_name(limits)))
-            .map(make)
+        // `IF` and the guard's words, all of them: else `IF` is the table's name.
+        let guarded = keyword("IF")
             .parse(i)
+            .and_then(|(rest, ())| guard.iter().try_fold(rest, |at, kw| Ok(keyword(kw)(at)?.0)));
+        let (i, guarded) = match guarded {
+            Ok(rest) => (rest, true),
+            Err(_) => (i, false),
+        };
+        let (i, table) = context("a table name", cut(table_name(limits))).parse(i)?;
+        Ok((i, make(table, guarded)))
     }
 }
 
@@ -500,8 +509,15 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
             "USE" => context("a table name", cut(table_name(limits)))
                 .map(|table| Statement::Use { table })
                 .parse(rest),
-            "CREATE" => table_stmt(limits, |table| Statement::CreateTable { table })(rest),
-            "DROP" => table_stmt(limits, |table| Statement::DropTable { table })(rest),
+            "CREATE" => table_stmt(limits, &["NOT", "EXISTS"], |table, if_not_exists| {
+                Statement::CreateTable {
+                    table,
+                    if_not_exists,
+                }
+            })(rest),
+            "DROP" => table_stmt(limits, &["EXISTS"], |table, if_exists| {
+                Statement::DropTable { table, if_exists }
+            })(rest),
             "SELECT" | "INSERT" | "UPDATE" | "UPSERT" | "REPLACE" | "SET" | "WITH" => failure_msg(
                 ws(i)?.0,
                 format!(

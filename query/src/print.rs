@@ -117,8 +117,20 @@ impl fmt::Display for Statement {
             Statement::Rollback => f.write_str("ROLLBACK"),
             Statement::Tables => f.write_str("TABLES"),
             Statement::Use { table: t } => write!(f, "USE {}", table(t)),
-            Statement::CreateTable { table: t } => write!(f, "CREATE TABLE {}", table(t)),
-            Statement::DropTable { table: t } => write!(f, "DROP TABLE {}", table(t)),
+            Statement::CreateTable {
+                table: t,
+                if_not_exists,
+            } => {
+                let guard = if *if_not_exists { " IF NOT EXISTS" } else { "" };
+                write!(f, "CREATE TABLE{guard} {}", table(t))
+            }
+            Statement::DropTable {
+                table: t,
+                if_exists,
+            } => {
+                let guard = if *if_exists { " IF EXISTS" } else { "" };
+                write!(f, "DROP TABLE{guard} {}", table(t))
+            }
         }
     }
 }

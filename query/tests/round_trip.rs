@@ -59,8 +59,12 @@ fn statement() -> impl Strategy<Value = Statement> {
         Just(Statement::Rollback),
         Just(Statement::Tables),
         table().prop_map(|table| Statement::Use { table }),
-        table().prop_map(|table| Statement::CreateTable { table }),
-        table().prop_map(|table| Statement::DropTable { table }),
+        (table(), any::<bool>()).prop_map(|(table, if_not_exists)| Statement::CreateTable {
+            table,
+            if_not_exists
+        }),
+        (table(), any::<bool>())
+            .prop_map(|(table, if_exists)| Statement::DropTable { table, if_exists }),
     ]
 }
 

@@ -12,7 +12,7 @@ use std::io::{self, Read, Write};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use cairn_query::{Literal, Outcome, Statement, display_bytes};
+use cairn_query::{Literal, Statement, display_bytes};
 
 use crate::render::csv_field;
 use crate::shell::Shell;
@@ -207,22 +207,16 @@ fn rows(
 ) -> Result<u64, String> {
     let mut quiet = |_: &[u8], _: &[u8]| {};
     let session = &mut shell.session;
-    let exists = match session.run(&Statement::Tables, &mut quiet) {
-        Ok(Outcome::Tables(list)) => list.iter().any(|t| t.name == table),
-        Ok(_) => false,
-        Err(e) => return Err(e.to_string()),
-    };
     let table = table.to_owned();
-    if !exists {
-        session
-            .run(
-                &Statement::CreateTable {
-                    table: table.clone(),
-                },
-                &mut quiet,
-            )
-            .map_err(|e| e.to_string())?;
-    }
+    session
+        .run(
+            &Statement::CreateTable {
+                table: table.clone(),
+                if_not_exists: true,
+            },
+            &mut quiet,
+        )
+        .map_err(|e| e.to_string())?;
     session
         .run(&Statement::Use { table }, &mut quiet)
         .map_err(|e| e.to_string())?;

@@ -85,8 +85,10 @@ fn statement(rng: &mut SmallRng) -> String {
         65..=71 => "BEGIN".into(),
         72..=78 => "COMMIT".into(),
         79..=82 => "ROLLBACK".into(),
-        83..=86 => format!("CREATE TABLE {table}"),
-        87..=88 => format!("DROP TABLE {table}"),
+        83..=84 => format!("CREATE TABLE {table}"),
+        85..=86 => format!("CREATE TABLE IF NOT EXISTS {table}"),
+        87 => format!("DROP TABLE {table}"),
+        88 => format!("DROP TABLE IF EXISTS {table}"),
         89..=94 => format!("USE {table}"),
         _ => "TABLES".into(),
     }
@@ -125,16 +127,25 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             m.working.take().ok_or(())?;
             Ok((Outcome::RolledBack, vec![]))
         }
-        Statement::CreateTable { table } => {
-            if m.view().contains_key(table) {
+        Statement::CreateTable {
+            table,
+            if_not_exists,
+        } => {
+            let existed = m.view().contains_key(table);
+            if existed && !if_not_exists {
                 return Err(());
             }
-            m.view_mut().insert(table.clone(), BTreeMap::new());
-            Ok((Outcome::Created(table.clone()), vec![]))
+            m.view_mut().entry(table.clone()).or_default();
+            let table = table.clone();
+            Ok((Outcome::Created { table, existed }, vec![]))
         }
-        Statement::DropTable { table } => {
-            m.view_mut().remove(table).ok_or(())?;
-            Ok((Outcome::Dropped(table.clone()), vec![]))
+        Statement::DropTable { table, if_exists } => {
+            let existed = m.view_mut().remove(table).is_some();
+            if !existed && !if_exists {
+                return Err(());
+            }
+            let table = table.clone();
+            Ok((Outcome::Dropped { table, existed }, vec![]))
         }
         Statement::Use { table } => {
             if !m.view().contains_key(table) {

@@ -134,11 +134,46 @@ fn every_statement_form() {
     );
     assert_eq!(
         one("CREATE TABLE t"),
-        Statement::CreateTable { table: "t".into() }
+        Statement::CreateTable {
+            table: "t".into(),
+            if_not_exists: false
+        }
     );
     assert_eq!(
         one("drop table \"t\""),
-        Statement::DropTable { table: "t".into() }
+        Statement::DropTable {
+            table: "t".into(),
+            if_exists: false
+        }
+    );
+    assert_eq!(
+        one("create table if not exists t"),
+        Statement::CreateTable {
+            table: "t".into(),
+            if_not_exists: true
+        }
+    );
+    assert_eq!(
+        one("DROP TABLE IF EXISTS 'my t'"),
+        Statement::DropTable {
+            table: "my t".into(),
+            if_exists: true
+        }
+    );
+    // Without all of its guard's words, `IF` is a table's name.
+    assert_eq!(
+        one("CREATE TABLE if"),
+        Statement::CreateTable {
+            table: "if".into(),
+            if_not_exists: false
+        }
+    );
+    assert_eq!(
+        one("DROP TABLE IF EXISTS if"),
+        Statement::DropTable {
+            table: "if".into(),
+            if_exists: true
+        }
     );
 }
 
