@@ -15,9 +15,10 @@ use rustyline::{Context, Editor, Helper};
 
 use crate::shell::{Flow, Shell};
 
-const KEYWORDS: [&str; 19] = [
+const KEYWORDS: [&str; 22] = [
     "PUT", "GET", "DELETE", "SCAN", "COUNT", "BEGIN", "COMMIT", "ROLLBACK", "USE", "CREATE",
-    "DROP", "TABLE", "TABLES", "PREFIX", "RANGE", "REVERSE", "LIMIT", "main", "x''",
+    "DROP", "TABLE", "TABLES", "IF", "NOT", "EXISTS", "PREFIX", "RANGE", "REVERSE", "LIMIT",
+    "main", "x''",
 ];
 
 /// Completion of keywords, dot-commands, table names and file names; multi-line input
@@ -224,6 +225,10 @@ mod tests {
         assert_eq!(
             complete("TAB", &[]),
             (0, vec!["TABLE".to_owned(), "TABLES".to_owned()])
+        );
+        assert_eq!(
+            complete("CREATE TABLE IF NOT ex", &[]),
+            (20, vec!["exists ".to_owned()])
         );
         assert_eq!(complete("zzz", &[]), (0, vec![]));
         assert_eq!(complete("", &[]), (0, vec![]));
