@@ -324,6 +324,18 @@ impl WriteTxn {
         }
     }
 
+    /// The table called `name`, created empty if there is none: `open_table` for a
+    /// table the program expects to find after its first run.
+    ///
+    /// # Errors
+    /// As [`WriteTxn::create_table`] and [`WriteTxn::open_table`].
+    pub fn open_or_create_table(&mut self, name: &str) -> Result<TableMut<'_>> {
+        if self.load(name)?.is_none() {
+            self.create_table(name)?;
+        }
+        self.open_table(name)
+    }
+
     /// Whether a table called `name` exists.
     ///
     /// # Errors

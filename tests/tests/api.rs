@@ -113,6 +113,30 @@ fn tables_are_created_listed_counted_and_dropped() -> Result<(), Error> {
 }
 
 #[test]
+fn open_or_create_table_creates_a_missing_table_once() -> Result<(), Error> {
+    let db = Checked(Database::in_memory()?);
+    for round in 0..2u8 {
+        let mut w = db.begin_write()?;
+        let mut t = w.open_or_create_table("log")?;
+        t.insert(&[round], b"entry")?;
+        assert_eq!(
+            t.len(),
+            u64::from(round) + 1,
+            "round {round}: the same table"
+        );
+        w.commit()?;
+    }
+    let mut w = db.begin_write()?;
+    assert!(matches!(
+        w.open_or_create_table(""),
+        Err(Error::InvalidTableName(..))
+    ));
+    let names: Vec<String> = w.list_tables()?.into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["log"]);
+    Ok(())
+}
+
+#[test]
 fn rollback_and_drop_leave_no_trace() -> Result<(), Error> {
     let db = Checked(Database::in_memory()?);
     let mut w = db.begin_write()?;
