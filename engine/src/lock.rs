@@ -50,6 +50,24 @@ fn reader_byte(txid: u64) -> i64 {
     READERS.saturating_add(i64::try_from(txid).unwrap_or(i64::MAX))
 }
 
+/// When a wait for a lock ends: `None` for a timeout too long to add to the clock
+/// (`Duration::MAX`: wait for good).
+struct Deadline(Option<Instant>);
+
+impl Deadline {
+    fn after(timeout: Duration) -> Deadline {
+        Deadline(Instant::now().checked_add(timeout))
+    }
+
+    /// The time left (a day at a time for a wait for good).
+    fn left(&self) -> Duration {
+        match self.0 {
+            Some(at) => at.saturating_duration_since(Instant::now()),
+            None => Duration::from_secs(86_400),
+        }
+    }
+}
+
 /// The files this process has open for writing, by device and inode, and the signal
 /// that one was closed.
 static WRITING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
@@ -71,10 +89,10 @@ impl WriterClaim {
     pub fn new(file: &File, path: &Path, timeout: Duration) -> Result<WriterClaim> {
         let meta = file.metadata()?;
         let id = (meta.dev(), meta.ino());
-        let deadline = Instant::now() + timeout;
+        let deadline = Deadline::after(timeout);
         let mut writing = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
         while writing.contains(&id) {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.left();
             if left.is_zero() {
                 return Err(Error::AlreadyOpen {
                     path: path.to_path_buf(),
@@ -103,7 +121,7 @@ impl Drop for WriterClaim {
 /// Takes an exclusive advisory lock on `file`, retrying until `timeout` has passed; the
 /// error names the process holding the file, where the kernel tells.
 pub(crate) fn lock_exclusive(file: &File, path: &Path, timeout: Duration) -> Result<()> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Deadline::after(timeout);
     loop {
         match file.try_lock() {
             Ok(()) => {
@@ -115,7 +133,7 @@ pub(crate) fn lock_exclusive(file: &File, path: &Path, timeout: Duration) -> Res
                 return Ok(());
             }
             Err(TryLockError::Error(e)) => return Err(Error::Io(e)),
-            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+            Err(TryLockError::WouldBlock) if !deadline.left().is_zero() => {
                 std::thread::sleep(Duration::from_millis(10));
             }
             Err(TryLockError::WouldBlock) => {
