@@ -12,6 +12,7 @@ Usage: cairn [OPTIONS] [FILE]
        cairn gen WORKLOAD... [OPTIONS]     write workload scripts (cairn gen --help)
        cairn bench RUN.cq... [OPTIONS]     run and measure them (cairn bench --help)
        cairn info FILE                     the file's header and commit slots
+       cairn check FILE                    check every page of FILE, read-only (exit 1: problems)
        cairn compact FILE                  compact FILE in place (readers may go on)
        cairn compact SRC DST               write a dense copy of SRC to DST
 

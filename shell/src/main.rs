@@ -5,6 +5,7 @@
 //! closed pipe ends the program quietly with 0.
 
 mod bench;
+mod check;
 mod cli;
 mod compact;
 mod csv_file;
@@ -30,6 +31,9 @@ type Tool = fn(&[String]) -> anyhow::Result<()>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "check") {
+        return check::main(&args[1..]);
+    }
     let tool: Option<Tool> = match args.first().map(String::as_str) {
         Some("bench") => Some(bench::main),
         Some("gen") => Some(workload::main),

@@ -105,7 +105,7 @@ fn dump_and_load_give_an_equal_database_byte_for_byte() {
 }
 
 #[test]
-fn check_fails_the_batch_on_a_damaged_file() {
+fn check_fails_the_batch_and_cairn_check_on_a_damaged_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("d.cairn");
     let mut load = String::new();
@@ -122,6 +122,13 @@ fn check_fails_the_batch_on_a_damaged_file() {
     );
     let ok = cairn(&[path(&db), "-c", ".check"], b"");
     assert!(ok.status.success() && text(&ok.stdout).starts_with("ok:"));
+    let ok = cairn(&["check", path(&db)], b"");
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    assert!(
+        text(&ok.stdout).starts_with(&format!("{}: ok, ", path(&db))),
+        "{}",
+        text(&ok.stdout)
+    );
 
     let mut bytes = std::fs::read(&db).unwrap_or_else(|e| panic!("{e}"));
     // Inside a tree page: the ones after the commit log, whose length slot 0 records
@@ -140,6 +147,18 @@ fn check_fails_the_batch_on_a_damaged_file() {
         "{}",
         text(&bad.stderr)
     );
+    // `cairn check`: the same problems, exit status 1; a file it cannot open, 2.
+    let bad = cairn(&["check", path(&db)], b"");
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stderr));
+    let out = text(&bad.stdout);
+    assert!(
+        out.contains("problems found") && out.contains("checksum"),
+        "{out}"
+    );
+    let missing = dir.path().join("missing.cairn");
+    let none = cairn(&["check", path(&missing)], b"");
+    assert_eq!(none.status.code(), Some(2));
+    assert!(!missing.exists(), "check creates nothing");
 }
 
 #[test]
