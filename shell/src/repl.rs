@@ -175,7 +175,12 @@ pub fn run(shell: &mut Shell, read_only_because: Option<&str>) -> anyhow::Result
         } else {
             ""
         };
-        let prompt = format!("{}{txn}> ", shell.session.table());
+        let read_only = if shell.session.database().is_read_only() {
+            " [read-only]"
+        } else {
+            ""
+        };
+        let prompt = format!("{}{read_only}{txn}> ", shell.session.table());
         match editor.readline(&prompt) {
             Ok(line) => {
                 if line.trim().is_empty() {

@@ -277,7 +277,7 @@ fn a_file_another_process_writes_opens_read_only_and_follows_its_commits()
 
     // The file is locked for writing: the shell says so and opens it for reading.
     let mut term = Terminal::open(&file, dir.path());
-    let opened = term.prompt("main> ");
+    let opened = term.prompt("main [read-only]> ");
     assert!(
         opened.contains(&format!(
             "locked by another process (pid {}): opened read-only",
@@ -285,7 +285,7 @@ fn a_file_another_process_writes_opens_read_only_and_follows_its_commits()
         )),
         "{opened}"
     );
-    let refused = term.enter("PUT 'mine' 1", "main> ");
+    let refused = term.enter("PUT 'mine' 1", "main [read-only]> ");
     assert!(
         refused.contains("the database is open read-only"),
         "{refused}"
@@ -293,20 +293,22 @@ fn a_file_another_process_writes_opens_read_only_and_follows_its_commits()
 
     // It sees what the other process commits after it opened.
     assert_eq!(writer.row("PUT 'b' 'later'; GET 'b'"), "b\tlater\n");
-    let rows = term.enter("SCAN", "main> ");
+    let rows = term.enter("SCAN", "main [read-only]> ");
     assert!(rows.contains("│ a   ┆ first │"), "{rows}");
     assert!(rows.contains("│ b   ┆ later │"), "{rows}");
 
-    // `.open --readonly` asks for reading alone, and says nothing.
-    let quiet = term.enter(&format!(".open --readonly {}", file.display()), "main> ");
-    assert!(!quiet.contains("read-only"), "{quiet}");
+    // `.open --readonly` asks for reading alone, and says nothing (the prompt says it).
+    let read_only = "main [read-only]> ";
+    let quiet = term.enter(&format!(".open --readonly {}", file.display()), read_only);
+    assert!(!quiet.contains("opened read-only"), "{quiet}");
 
-    // Once the writer has gone, `.open` opens the file for writing again.
+    // Once the writer has gone, `.open` opens the file for writing again: the prompt
+    // loses its mark, and a PUT works.
     writer.close();
     let reopened = term.enter(&format!(".open {}", file.display()), "main> ");
-    assert!(!reopened.contains("read-only"), "{reopened}");
+    assert!(!reopened.contains("opened read-only"), "{reopened}");
     let written = term.enter("PUT 'mine' 1", "main> ");
-    assert!(!written.contains("read-only"), "{written}");
+    assert!(!written.contains("open read-only"), "{written}");
     term.type_keys("\x04");
     let status = term.child.wait()?;
     assert_eq!(status.code(), Some(1), "the refused PUT failed: {status}");
@@ -354,16 +356,16 @@ fn a_file_this_user_may_not_write_opens_read_only() -> Result<(), Box<dyn std::e
         "--clear-groups",
     ];
     let mut term = Terminal::open_through(&nobody, &file, dir.path());
-    let opened = term.prompt("main> ");
+    let opened = term.prompt("main [read-only]> ");
     assert!(
         opened.contains(
             "this user may not write it (Permission denied (os error 13)): opened read-only"
         ),
         "{opened}"
     );
-    let rows = term.enter("SCAN", "main> ");
+    let rows = term.enter("SCAN", "main [read-only]> ");
     assert!(rows.contains("│ k   ┆ v     │"), "{rows}");
-    let refused = term.enter("PUT 'k' 'w'", "main> ");
+    let refused = term.enter("PUT 'k' 'w'", "main [read-only]> ");
     assert!(
         refused.contains("the database is open read-only"),
         "{refused}"
