@@ -24,6 +24,7 @@
 mod backup;
 mod btree;
 mod check;
+mod close;
 mod commit;
 mod compact;
 mod create;
