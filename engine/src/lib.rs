@@ -31,6 +31,7 @@ mod create;
 mod db;
 mod error;
 mod eventual_sync;
+mod finger;
 mod follow;
 mod format;
 mod freelist;

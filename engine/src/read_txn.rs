@@ -5,9 +5,10 @@ use std::sync::Arc;
 use crate::btree::{Pages, RangeIter};
 use crate::db::Inner;
 use crate::error::{Error, Result};
+use crate::finger::Finger;
 use crate::format::TableMeta;
 use crate::pager::Snapshot;
-use crate::table::{Finger, Table, TableInfo};
+use crate::table::{Table, TableInfo};
 
 /// A read-only view of one committed state. It never blocks the writer nor is blocked by
 /// it; pages it can see are not reused until it is dropped. `Send`, so it can move to
