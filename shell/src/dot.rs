@@ -3,8 +3,8 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cairn_engine::{PageInfo, ReadTxn};
-use cairn_query::{DEFAULT_TABLE, Limits, Literal, Outcome, Statement, display_bytes};
+use cairn_engine::ReadTxn;
+use cairn_query::{Outcome, Statement};
 
 use crate::render::{Cell, Mode};
 use crate::shell::{Access, Flow, Shell, row_writer};
@@ -175,19 +175,19 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         ".tables" => {
             arity(0..=0, ".tables").and_then(|()| tables(shell).map_err(|e| e.to_string()))
         }
-        ".stats" => {
-            arity(0..=1, ".stats [TABLE]").and_then(|()| stats(shell, args.first().copied()))
-        }
-        ".check" => arity(0..=0, ".check").and_then(|()| check(shell)),
-        ".pages" => arity(0..=0, ".pages").and_then(|()| pages(shell)),
+        ".stats" => arity(0..=1, ".stats [TABLE]")
+            .and_then(|()| crate::inspect::stats(shell, args.first().copied())),
+        ".check" => arity(0..=0, ".check").and_then(|()| crate::inspect::check(shell)),
+        ".pages" => arity(0..=0, ".pages").and_then(|()| crate::inspect::pages(shell)),
         ".page" => arity(1..=1, ".page N").and_then(|()| {
             let n = args[0]
                 .parse()
                 .map_err(|_| format!("usage: .page N (a page number, not {:?})", args[0]))?;
-            page(shell, n)
+            crate::inspect::page(shell, n)
         }),
-        ".dump" => arity(0..=1, ".dump [TABLE]")
-            .and_then(|()| dump(shell, args.first().copied()).map_err(|e| e.to_string())),
+        ".dump" => arity(0..=1, ".dump [TABLE]").and_then(|()| {
+            crate::dump::dump(shell, args.first().copied()).map_err(|e| e.to_string())
+        }),
         ".backup" => arity(1..=1, ".backup FILE").and_then(|()| {
             let n = shell
                 .session
@@ -245,7 +245,7 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
     Ok(Flow::Continue)
 }
 
-fn read_txn(shell: &Shell) -> Result<ReadTxn, String> {
+pub(crate) fn read_txn(shell: &Shell) -> Result<ReadTxn, String> {
     shell
         .session
         .database()
@@ -267,7 +267,7 @@ fn tables(shell: &mut Shell) -> Result<String, String> {
 }
 
 /// Prints rows in the current mode.
-fn print_rows<const N: usize>(
+pub(crate) fn print_rows<const N: usize>(
     shell: &mut Shell,
     columns: &'static [&'static str],
     rows: Vec<[Cell<'_>; N]>,
@@ -281,165 +281,6 @@ fn print_rows<const N: usize>(
     };
     print(shell).map_err(|e| e.to_string())?;
     Ok(String::new())
-}
-
-fn stats(shell: &mut Shell, table: Option<&str>) -> Result<String, String> {
-    let s = shell
-        .session
-        .database()
-        .stats()
-        .map_err(|e| e.to_string())?;
-    if let Some(name) = table {
-        let t = s
-            .by_table
-            .iter()
-            .find(|t| t.name == name)
-            .ok_or_else(|| format!("no table named {name:?}"))?;
-        let rows = vec![
-            ("entries", t.entries.to_string()),
-            ("depth", t.depth.to_string()),
-            ("branch pages", t.branch_pages.to_string()),
-            ("leaf pages", t.leaf_pages.to_string()),
-            ("overflow pages", t.overflow_pages.to_string()),
-            ("fill factor", format!("{:.3}", t.fill_factor)),
-        ];
-        return print_statistics(shell, &rows);
-    }
-    let rows: Vec<(&str, String)> = vec![
-        ("commit", s.txid.to_string()),
-        ("page size", s.page_size.to_string()),
-        ("file size", s.file_size.to_string()),
-        ("pages", s.page_count.to_string()),
-        ("tables", s.tables.to_string()),
-        ("entries", s.entries.to_string()),
-        ("depth", s.depth.to_string()),
-        ("branch pages", s.branch_pages.to_string()),
-        ("leaf pages", s.leaf_pages.to_string()),
-        ("overflow pages", s.overflow_pages.to_string()),
-        ("freelist pages", s.freelist_pages.to_string()),
-        ("commit log pages", s.log_pages.to_string()),
-        ("free pages", s.free_pages.to_string()),
-        ("fill factor", format!("{:.3}", s.fill_factor)),
-        (
-            "oldest reader",
-            match (s.oldest_reader_txid, s.oldest_reader_age) {
-                (Some(txid), Some(age)) => format!("commit {txid}, for {:.1} s", age.as_secs_f64()),
-                (Some(txid), None) => format!("commit {txid}, in another process"),
-                (None, _) => "none".into(),
-            },
-        ),
-        (
-            "pages pinned by readers",
-            s.pages_pinned_by_readers.to_string(),
-        ),
-        // Since the shell opened the database (`Builder::txn_memory`, `-txnmemory`).
-        (
-            "pages spilled",
-            shell
-                .session
-                .database()
-                .io_stats()
-                .pages_spilled
-                .to_string(),
-        ),
-    ];
-    print_statistics(shell, &rows)
-}
-
-/// Prints `(statistic, value)` rows.
-fn print_statistics(shell: &mut Shell, rows: &[(&str, String)]) -> Result<String, String> {
-    let rows = rows
-        .iter()
-        .map(|(name, value)| {
-            [
-                Cell::Text((*name).into()),
-                Cell::Text(value.as_str().into()),
-            ]
-        })
-        .collect();
-    print_rows(shell, &["statistic", "value"], rows)
-}
-
-fn pages(shell: &mut Shell) -> Result<String, String> {
-    let pages = shell
-        .session
-        .database()
-        .pages()
-        .map_err(|e| e.to_string())?;
-    let rows = runs(&pages)
-        .map(|p| {
-            [
-                Cell::Number(p.page),
-                Cell::Text(p.kind.into()),
-                Cell::Text(p.owner.as_str().into()),
-                Cell::Number(p.items),
-                Cell::Text(format!("{:.0}%", p.fill * 100.0).into()),
-            ]
-        })
-        .collect();
-    print_rows(shell, &["page", "kind", "tree", "items", "fill"], rows)
-}
-
-/// `pages` with each run of pages (the commit log, a large value's overflow run, the
-/// freelist: each of their pages counts the run's pages as its items) given by its first
-/// page alone: a 2 MiB log is one row, not 512.
-fn runs(pages: &[PageInfo]) -> impl Iterator<Item = &PageInfo> {
-    let mut run_end = None;
-    pages.iter().filter(move |p| {
-        let is_run = matches!(p.kind, "log" | "overflow" | "freelist");
-        if let Some((kind, end)) = run_end
-            && is_run
-            && p.kind == kind
-            && p.page < end
-        {
-            return false;
-        }
-        run_end = is_run.then(|| (p.kind, p.page.saturating_add(p.items.max(1))));
-        true
-    })
-}
-
-fn page(shell: &mut Shell, n: u64) -> Result<String, String> {
-    let dump = shell
-        .session
-        .database()
-        .page(n)
-        .map_err(|e| e.to_string())?;
-    writeln!(
-        shell.out,
-        "page {}: {}, written by commit {}",
-        dump.page, dump.kind, dump.txid
-    )
-    .map_err(|e| e.to_string())?;
-    let rows = dump
-        .entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| match e {
-            cairn_engine::PageEntry::Leaf {
-                key,
-                value,
-                overflow,
-            } => [
-                Cell::Number(i as u64),
-                Cell::Text(display_bytes(key).into_owned().into()),
-                Cell::Text(match (value, overflow) {
-                    (Some(v), _) => display_bytes(v).into_owned().into(),
-                    (None, Some(p)) => format!("(overflow run at page {p})").into(),
-                    (None, None) => "".into(),
-                }),
-            ],
-            cairn_engine::PageEntry::Branch { key, child } => [
-                Cell::Number(i as u64),
-                Cell::Text(key.as_deref().map_or_else(
-                    || "(leftmost)".into(),
-                    |k| display_bytes(k).into_owned().into(),
-                )),
-                Cell::Text(format!("child page {child}").into()),
-            ],
-        })
-        .collect();
-    print_rows(shell, &["entry", "key", "value"], rows)
 }
 
 fn compact(shell: &mut Shell) -> Result<String, String> {
@@ -457,86 +298,9 @@ fn compact(shell: &mut Shell) -> Result<String, String> {
     ))
 }
 
-fn check(shell: &mut Shell) -> Result<String, String> {
-    let report = shell
-        .session
-        .database()
-        .check()
-        .map_err(|e| e.to_string())?;
-    if report.is_ok() {
-        return Ok(format!(
-            "ok: {} pages, {} entries",
-            report.pages_checked, report.entries
-        ));
-    }
-    let problems: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
-    Err(format!(
-        "{} problems found:\n{}",
-        problems.len(),
-        problems.join("\n")
-    ))
-}
-
-/// The literal that writes `bytes`: text when it is printable, else hex.
-fn literal(bytes: &[u8]) -> Literal {
-    match std::str::from_utf8(bytes) {
-        Ok(s) if cairn_query::is_printable(bytes) => Literal::Text(s.to_owned()),
-        _ => Literal::Blob(bytes.to_vec()),
-    }
-}
-
-/// Prints a script that rebuilds the database (or one table) in a new file.
-fn dump(shell: &mut Shell, only: Option<&str>) -> Result<String, String> {
-    let txn = read_txn(shell)?;
-    let tables = txn.list_tables().map_err(|e| e.to_string())?;
-    if let Some(name) = only
-        && !tables.iter().any(|t| t.name == name)
-    {
-        return Err(format!("no table named {name:?}"));
-    }
-    let interrupt = shell.interrupt_flag();
-    let max_literal = Limits::default().max_literal;
-    let out = &mut shell.out;
-    let mut write = || -> Result<(), String> {
-        let io = |e: io::Error| e.to_string();
-        writeln!(out, "-- Cairn dump; load with: cairn NEW_FILE < THIS_FILE").map_err(io)?;
-        writeln!(out, "BEGIN").map_err(io)?;
-        for info in tables.iter().filter(|t| only.is_none_or(|n| n == t.name)) {
-            let name = Literal::Text(info.name.clone());
-            if info.name != DEFAULT_TABLE {
-                writeln!(out, "CREATE TABLE {name}").map_err(io)?;
-            }
-            writeln!(out, "USE {name}").map_err(io)?;
-            let table = txn.open_table(&info.name).map_err(|e| e.to_string())?;
-            for entry in table.iter().map_err(|e| e.to_string())? {
-                if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-                    // Left unfinished: no COMMIT, so loading what was printed adds nothing.
-                    return Ok(());
-                }
-                let (k, v) = entry.map_err(|e| e.to_string())?;
-                if v.len() > max_literal {
-                    // Left unfinished, as above: a script that loads all but this value
-                    // would lose it quietly.
-                    return Err(format!(
-                        "the value of {} in table {name} is {} bytes, over the language's \
-                         limit of {max_literal}: a dump cannot hold it (.backup copies it)",
-                        display_bytes(k),
-                        v.len()
-                    ));
-                }
-                writeln!(out, "PUT {} {}", literal(k), literal(v)).map_err(io)?;
-            }
-        }
-        writeln!(out, "USE {DEFAULT_TABLE}\nCOMMIT").map_err(io)
-    };
-    write()?;
-    Ok(String::new())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{runs, split_words};
-    use cairn_engine::PageInfo;
+    use super::split_words;
 
     /// `#` is an ordinary character wherever it stands; quotes and backslashes work as in
     /// a shell (a shell would have dropped every word from a `#` at a word's start on).
@@ -557,49 +321,5 @@ mod tests {
             assert_eq!(words(line).as_deref(), Some(expected), "{line:?}");
         }
         assert_eq!(words(".open 'a #b"), None);
-    }
-
-    fn page(page: u64, kind: &'static str, owner: &str, items: u64) -> PageInfo {
-        PageInfo {
-            page,
-            kind,
-            owner: owner.into(),
-            items,
-            fill: 0.0,
-        }
-    }
-
-    /// A run is one row at its first page, two adjacent runs of one length and tree two
-    /// rows; pages that are not runs (free ones, leaves) each keep their row.
-    #[test]
-    fn each_run_of_pages_is_one_row_at_its_first_page() {
-        let mut pages = vec![page(0, "header", "", 0), page(1, "header", "", 0)];
-        pages.extend((2..6).map(|p| page(p, "log", "", 4)));
-        pages.extend((6..10).map(|p| page(p, "overflow", "t", 2)));
-        pages.extend([
-            page(10, "free", "", 0),
-            page(11, "free", "", 0),
-            page(12, "leaf", "t", 3),
-            page(13, "freelist", "", 1),
-            page(14, "overflow", "t", 1),
-            page(15, "overflow", "u", 1),
-        ]);
-        let rows: Vec<(u64, &str)> = runs(&pages).map(|p| (p.page, p.kind)).collect();
-        assert_eq!(
-            rows,
-            [
-                (0, "header"),
-                (1, "header"),
-                (2, "log"),
-                (6, "overflow"),
-                (8, "overflow"),
-                (10, "free"),
-                (11, "free"),
-                (12, "leaf"),
-                (13, "freelist"),
-                (14, "overflow"),
-                (15, "overflow"),
-            ]
-        );
     }
 }
