@@ -38,7 +38,8 @@ pub struct Settings {
     /// `Builder::txn_memory` for the databases the shell opens, when given.
     pub txn_memory: Option<usize>,
     /// Whether a person types the input (the REPL): `.open` then opens read-only a file
-    /// that another process has open for writing, where a script fails.
+    /// it cannot write (another process writes it, or this user may not), where a script
+    /// fails.
     pub interactive: bool,
 }
 
@@ -81,8 +82,9 @@ pub enum Access {
     Write,
     /// For reading only (`-readonly`, `.open --readonly`).
     ReadOnly,
-    /// For writing, or for reading only when another process has it open for writing:
-    /// what a person at the prompt wants, to look at a database an application is using.
+    /// For writing, or for reading only when it cannot be written (another process
+    /// writes it, or this user may not): what a person at the prompt wants, to look at a
+    /// database an application is using, or one owned by another user.
     WriteOrRead,
 }
 
@@ -99,9 +101,9 @@ pub struct Opened {
 /// write transactions spill past `txn_memory` bytes (the engine's default when `None`).
 ///
 /// # Errors
-/// When the file cannot be opened, with the engine's reason; when another process has
-/// it open for writing and `access` is [`Access::Write`], with a hint to open it
-/// read-only.
+/// When the file cannot be opened, with the engine's reason; when it cannot be written
+/// (another process writes it, or this user may not) and `access` is [`Access::Write`],
+/// with a hint to open it read-only.
 pub fn open_session(
     file: Option<&Path>,
     access: Access,
