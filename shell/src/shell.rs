@@ -451,29 +451,72 @@ impl Shell {
     }
 
     /// Replaces the session with one on `file`, rolling back an open transaction.
+    ///
+    /// One handle at a time may write a file: reopening for writing the file open here
+    /// for writing (to start afresh, as sqlite3's `.open` does) closes it first, and
+    /// opens it again as it was when that fails.
     pub fn reopen(&mut self, file: Option<&Path>, access: Access) -> io::Result<()> {
+        let reopening = match file {
+            Some(path) if access != Access::ReadOnly && self.writes(path) => Some(path),
+            _ => None,
+        };
+        if reopening.is_some() {
+            match open_session(None, Access::Write, self.settings.txn_memory) {
+                Ok(in_memory) => self.replace(in_memory)?,
+                Err(e) => return self.error(&format!("{e:#}")),
+            }
+        }
         match open_session(file, access, self.settings.txn_memory) {
-            Ok(Opened {
-                mut session,
-                label,
-                read_only_because,
-            }) => {
-                session.set_interrupt_flag(Arc::clone(&self.interrupt));
-                let old = std::mem::replace(&mut self.session, session);
-                let old_label = std::mem::replace(&mut self.label, label);
-                let (rolled_back, failed_close) = close_session(old, &old_label);
-                if let Some(note) = rolled_back {
-                    self.note(note)?;
-                }
-                if let Some(message) = failed_close {
-                    self.error(&message)?;
-                }
-                match read_only_because {
-                    Some(why) => self.note(&why),
+            Ok(opened) => self.replace(opened),
+            Err(e) => {
+                self.error(&format!("{e:#}"))?;
+                match reopening {
+                    Some(path) => {
+                        match open_session(Some(path), Access::Write, self.settings.txn_memory) {
+                            Ok(opened) => self.replace(opened),
+                            Err(again) => self.error(&format!(
+                                "{again:#}: the shell goes on with a database in memory"
+                            )),
+                        }
+                    }
                     None => Ok(()),
                 }
             }
-            Err(e) => self.error(&format!("{e:#}")),
+        }
+    }
+
+    /// Whether the database open here writes the file `path` names.
+    fn writes(&self, path: &Path) -> bool {
+        let db = self.session.database();
+        !db.is_read_only()
+            && db.path().is_some_and(|open| {
+                match (std::fs::canonicalize(open), std::fs::canonicalize(path)) {
+                    (Ok(a), Ok(b)) => a == b,
+                    _ => false,
+                }
+            })
+    }
+
+    /// Puts `opened` in place of the session, closing the one it replaces.
+    fn replace(&mut self, opened: Opened) -> io::Result<()> {
+        let Opened {
+            mut session,
+            label,
+            read_only_because,
+        } = opened;
+        session.set_interrupt_flag(Arc::clone(&self.interrupt));
+        let old = std::mem::replace(&mut self.session, session);
+        let old_label = std::mem::replace(&mut self.label, label);
+        let (rolled_back, failed_close) = close_session(old, &old_label);
+        if let Some(note) = rolled_back {
+            self.note(note)?;
+        }
+        if let Some(message) = failed_close {
+            self.error(&message)?;
+        }
+        match read_only_because {
+            Some(why) => self.note(&why),
+            None => Ok(()),
         }
     }
 

@@ -166,32 +166,37 @@ fn a_file_open_for_writing_elsewhere_is_reported_locked() {
 }
 
 #[test]
-fn the_same_file_opened_twice_in_one_process_is_refused() {
+fn reopening_the_file_open_here_closes_it_first() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("twice.cairn");
     let db_str = db.to_str().unwrap_or_default();
+    // Under another name for the same file, too.
+    let other_name = dir.path().join(".").join("twice.cairn");
     let o = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args([
             db_str,
             "-c",
+            "PUT 'kept' 'committed'; BEGIN; PUT 'lost' 'not committed'",
+            "-c",
             &format!(".open {db_str}"),
             "-c",
-            "PUT 'still' 'the first'",
+            "PUT 'still' 'after the first'",
+            "-c",
+            &format!(".open {}", other_name.display()),
+            "-c",
+            "PUT 'again' 'after the second'",
         ])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains(&format!(
-            "cannot open {db_str}: it is the database open here"
-        )),
-        "{err}"
-    );
-    // The first handle stayed in use.
+    assert!(o.status.success(), "{err}");
+    assert_eq!(err, "rolled back the open transaction\n");
     let o = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args([db_str, "-c", "GET 'still'"])
+        .args([db_str, "-c", "SCAN"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "still\tthe first\n");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "again\tafter the second\nkept\tcommitted\nstill\tafter the first\n"
+    );
 }
