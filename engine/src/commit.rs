@@ -40,11 +40,14 @@ pub(crate) use spill::MIN_BUDGET_PAGES;
 /// grow the file, until they cost more than durable ones.
 const MAX_WAITING_PAGES: u64 = 1024;
 
-/// The same bound for a logged commit, which writes no freelist: waiting pages cost it
-/// nothing until the sync, and the longer the log's cycle, the fewer syncs (each writes
-/// back every page the cycle dirtied). Half the file at most: past that, the sync lets a
-/// file that lost most of its data shrink.
-const MAX_WAITING_LOGGED: u64 = 4096;
+/// The same bound for a logged commit, in pages per page of the commit log (2 MiB of log:
+/// 4,096 pages), which writes no freelist: waiting pages cost it nothing until the sync,
+/// and the longer the log's cycle, the fewer syncs (each writes back every page the cycle
+/// dirtied). The log's size is thus the one choice of how much a cycle may hold, in its
+/// records and in the pages it keeps for recovery: a smaller log makes a smaller file
+/// (the waiting pages take disk space) and more syncs. Half the file at most: past that,
+/// the sync lets a file that lost most of its data shrink.
+const WAITING_PER_LOG_PAGE: u64 = 8;
 
 /// A commit whose record is larger than this logs only when the pages it writes take at
 /// least [`MIN_PAGES_PER_RECORD_BYTE`] times its record's bytes. A record is the commit's
@@ -230,7 +233,7 @@ impl WriteTxn {
         let growth = used.saturating_sub(len) / p;
         let freed_earlier =
             waiting.saturating_sub(self.freelist.waiting_after(txid.saturating_sub(1)) as u64);
-        let max_waiting = MAX_WAITING_LOGGED.min(self.freelist.page_count / 2);
+        let max_waiting = (WAITING_PER_LOG_PAGE * ws.log.pages).min(self.freelist.page_count / 2);
         logged &= waiting <= max_waiting
             && (growth == 0 || growth > freed_earlier)
             && !tail_to_cut(len, used, p, log);

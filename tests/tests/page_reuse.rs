@@ -238,3 +238,48 @@ fn a_growing_file_is_not_cut_back_after_each_growth() -> Result<(), Error> {
     );
     Ok(())
 }
+
+/// Pages freed since the file's last sync wait for the next one, at most eight for each
+/// page of the commit log (and half the file): a database made with a smaller log keeps
+/// fewer of them, and its file stays smaller.
+#[test]
+fn a_smaller_log_keeps_fewer_freed_pages_waiting() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let mut most_waiting = Vec::new();
+    for log_pages in [64u64, 512] {
+        let path = dir.path().join(format!("log{log_pages}.cairn"));
+        let db = Checked(
+            Database::builder()
+                .log_size(log_pages * 4096)
+                .create(&path)?,
+        );
+        let mut w = db.begin_write()?;
+        let mut t = w.open_or_create_table("t")?;
+        for i in 0u64..100_000 {
+            t.insert(&i.to_be_bytes(), &[1; 100])?;
+        }
+        w.commit()?;
+        // Durable commits of two scattered keys each: small records, which a small log
+        // holds hundreds of, each freeing a few pages.
+        let mut most = 0;
+        for c in 0u64..1_500 {
+            let mut w = db.begin_write()?;
+            let mut t = w.open_table("t")?;
+            for j in 0..2 {
+                let key = (c * 7_919 + j * 50_021) % 100_000;
+                t.insert(&key.to_be_bytes(), &[2; 100])?;
+            }
+            w.commit()?;
+            if c % 10 == 9 {
+                most = most.max(db.stats()?.free_pages);
+            }
+        }
+        most_waiting.push(most);
+    }
+    let [small, large] = most_waiting[..] else {
+        unreachable!()
+    };
+    assert!(small <= 8 * 64 + 32, "{most_waiting:?}");
+    assert!(large > 2 * small, "{most_waiting:?}");
+    Ok(())
+}
