@@ -33,6 +33,9 @@ enum Unit {
     PerSecond,
     Micros,
     MegabytesPerSecond,
+    /// The store's folder on disk after the run, with the store closed: the blocks its
+    /// files take (a sparse file's holes count nothing), in MiB.
+    MebibytesOnDisk,
 }
 
 struct Workload {
@@ -196,9 +199,16 @@ fn gets_of_1k(s: &mut dyn Store, p: &Params, random: bool) -> R<f64> {
     per_second(p.keys, || s.read(&order).map(|_| ()))
 }
 
+/// Writes every key of `keys` in durable transactions of 1,000 random keys each.
+fn in_random_batches(s: &mut dyn Store, keys: &[[u8; 8]], fill: u8) -> R<()> {
+    let v = [fill; VALUE];
+    keys.chunks(1000)
+        .try_for_each(|c| s.write(&mut c.iter().map(|k| (&k[..], Some(&v[..]))), true))
+}
+
 const BIG: usize = 32 << 20;
 
-const WORKLOADS: [Workload; 26] = [
+const WORKLOADS: [Workload; 28] = [
     Workload {
         name: "insert, sequential, 1 txn",
         unit: Unit::PerSecond,
@@ -414,7 +424,44 @@ const WORKLOADS: [Workload; 26] = [
             })
         },
     },
+    Workload {
+        name: "space, random inserts in batches of 1,000",
+        unit: Unit::MebibytesOnDisk,
+        loaded: false,
+        run: |s, p| in_random_batches(s, &shuffled(p.keys), b'v').map(|()| 0.0),
+    },
+    Workload {
+        name: "space, then every key updated twice",
+        unit: Unit::MebibytesOnDisk,
+        loaded: false,
+        run: |s, p| {
+            let keys = shuffled(p.keys);
+            in_random_batches(s, &keys, b'v')?;
+            let mut again = keys;
+            for fill in [b'u', b'w'] {
+                again.reverse();
+                in_random_batches(s, &again, fill)?;
+            }
+            Ok(0.0)
+        },
+    },
 ];
+
+/// The blocks the files under `dir` take on disk, in bytes.
+fn disk_usage(dir: &std::path::Path) -> R<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() {
+            disk_usage(&entry.path())?
+        } else {
+            meta.blocks() * 512
+        };
+    }
+    Ok(total)
+}
 
 fn measure(open: stores::Opener, w: &Workload, p: &Params) -> R<f64> {
     let dir = tempfile::tempdir()?;
@@ -422,7 +469,12 @@ fn measure(open: stores::Opener, w: &Workload, p: &Params) -> R<f64> {
     if w.loaded {
         load(store.as_mut(), &sequential(p.keys), VALUE)?;
     }
-    (w.run)(store.as_mut(), p)
+    let figure = (w.run)(store.as_mut(), p)?;
+    if w.unit != Unit::MebibytesOnDisk {
+        return Ok(figure);
+    }
+    drop(store);
+    Ok(disk_usage(dir.path())? as f64 / (1 << 20) as f64)
 }
 
 fn list(arg: Option<String>, separator: char) -> Option<Vec<String>> {
@@ -447,6 +499,7 @@ fn row(name: &str, unit: Unit, stores: &[&str], runs: usize, measure: &dyn Fn(&s
         Unit::PerSecond => "ops/s",
         Unit::Micros => "µs",
         Unit::MegabytesPerSecond => "MiB/s",
+        Unit::MebibytesOnDisk => "MiB",
     };
     print!("| {name} | {unit_name} |");
     // Each store's figures so far, and whether it can run this row at all.
@@ -483,10 +536,11 @@ fn row(name: &str, unit: Unit, stores: &[&str], runs: usize, measure: &dyn Fn(&s
         .find(|(n, _)| *n == "cairn")
         .and_then(|(_, x)| *x);
     // How far ahead `a` is of `b`, for this unit.
-    let ahead = |a: f64, b: f64| if unit == Unit::Micros { b / a } else { a / b };
+    let less_is_better = matches!(unit, Unit::Micros | Unit::MebibytesOnDisk);
+    let ahead = |a: f64, b: f64| if less_is_better { b / a } else { a / b };
     for (store, figure) in &figures {
         let shown = match figure {
-            Some(x) if unit == Unit::Micros => format!("{x:.1}"),
+            Some(x) if less_is_better => format!("{x:.1}"),
             Some(x) => format!("{x:.0}"),
             None => "–".into(),
         };
@@ -596,7 +650,7 @@ fn main() -> R<()> {
         None => println!(
             "{keys} keys of 8 bytes, {VALUE}-byte values unless said, median of {runs} runs. A peer's cell: its \
              figure (its ratio to Cairn's: above 1, the peer is ahead). Last column: Cairn over the best \
-             peer (above 1, Cairn is ahead). Latencies (µs) count lower as better.\n"
+             peer (above 1, Cairn is ahead). Latencies (µs) and space on disk (MiB, after closing) count lower as better.\n"
         ),
     }
     print!("| workload | unit |");
