@@ -34,7 +34,6 @@ pub fn run(dir: &Path) -> R<()> {
             for k in first..(first + 10_000).min(KEYS) {
                 t.insert(&k.to_be_bytes(), &v)?;
             }
-            drop(t);
             w.set_durability(Durability::Immediate);
             w.commit()?;
         }
