@@ -793,13 +793,17 @@ impl Database {
         if let Some((txid, age)) = oldest {
             stats.oldest_reader_txid = Some(txid);
             stats.oldest_reader_age = age;
-            // Pages freed after the oldest snapshot: they wait for it to end. (Unknown
-            // while a write transaction holds the writer state.)
-            if let Ok(guard) = self.inner.writer.try_lock()
-                && let Some(ws) = guard.state()
-            {
+        }
+        // (Unknown while a write transaction holds the writer state.)
+        if let Ok(guard) = self.inner.writer.try_lock()
+            && let Some(ws) = guard.state()
+        {
+            // Pages freed after the oldest snapshot: they wait for it to end.
+            if let Some((txid, _)) = oldest {
                 stats.pages_pinned_by_readers = ws.freelist.waiting_freed_after(txid) as u64;
             }
+            // Pages freed since the last synced commit: they wait for the next sync.
+            stats.pages_awaiting_sync = ws.freelist.waiting_after(ws.durable_txid) as u64;
         }
         Ok(stats)
     }

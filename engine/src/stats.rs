@@ -5,8 +5,9 @@ use crate::error::{Error, Result};
 use crate::format::{ChildRef, TableMeta, ValueRef, decode_freelist};
 use crate::pager::{Snapshot, TreePage};
 
-/// What [`crate::Database::stats`] reports.
+/// What [`crate::Database::stats`] reports. (Later versions may add figures.)
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Stats {
     /// The commit described.
     pub txid: u64,
@@ -34,12 +35,21 @@ pub struct Stats {
     pub oldest_reader_age: Option<std::time::Duration>,
     /// Freed pages that cannot be reused until that reader ends.
     pub pages_pinned_by_readers: u64,
+    /// Freed pages that wait for the file's next sync before reuse: commits the commit
+    /// log holds freed them, and recovery from the last synced commit may still read
+    /// them. They take space in the file; their bound follows the log's size (eight for
+    /// each of its pages, or half the file). The file is synced when the log's cycle ends,
+    /// at close, and by `check`; [`crate::Database::sync`] leaves a commit the log made
+    /// durable to the log. Readers may pin some of them too. (This and
+    /// `pages_pinned_by_readers` are 0 while a write transaction holds the writer's state.)
+    pub pages_awaiting_sync: u64,
     /// The same figures for each table, by name.
     pub by_table: Vec<TableStats>,
 }
 
 /// One table's share of [`Stats`]: the pages of its tree and of its values' overflow runs.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TableStats {
     pub name: String,
     pub entries: u64,

@@ -59,6 +59,7 @@ pub fn stats(shell: &mut Shell, table: Option<&str>) -> Result<String, String> {
             "pages pinned by readers",
             s.pages_pinned_by_readers.to_string(),
         ),
+        ("pages awaiting a sync", s.pages_awaiting_sync.to_string()),
         // Since the shell opened the database (`Builder::txn_memory`, `-txnmemory`).
         (
             "pages spilled",
