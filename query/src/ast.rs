@@ -73,6 +73,9 @@ pub enum Statement {
     Count { range: KeyRange },
     /// `BEGIN`
     Begin,
+    /// `BEGIN READ [ONLY]`: the statements until `COMMIT` or `ROLLBACK` read one
+    /// snapshot, and statements that write fail.
+    BeginRead,
     /// `COMMIT`
     Commit,
     /// `ROLLBACK`
@@ -99,6 +102,7 @@ impl Statement {
             Statement::Scan { .. } => "SCAN",
             Statement::Count { .. } => "COUNT",
             Statement::Begin => "BEGIN",
+            Statement::BeginRead => "BEGIN READ",
             Statement::Commit => "COMMIT",
             Statement::Rollback => "ROLLBACK",
             Statement::Use { .. } => "USE",

@@ -92,6 +92,9 @@ pub enum ExecError {
     /// `COMMIT` or `ROLLBACK` outside a transaction.
     #[error("no transaction is open")]
     NoTransaction,
+    /// A statement that writes, inside `BEGIN READ`.
+    #[error("the transaction is a read transaction: COMMIT or ROLLBACK it to write")]
+    ReadTransaction,
     /// The session's interrupt flag was raised while the statement produced rows (Ctrl-C
     /// in the shell): the rows before it were produced, the rest were not.
     #[error("interrupted")]

@@ -4,6 +4,8 @@
 //! Outside `BEGIN … COMMIT` each statement is its own transaction (reads take a read
 //! snapshot, not the write lock). Inside, every statement works on the one write
 //! transaction and sees its writes; a statement that fails leaves it open and unchanged.
+//! Inside `BEGIN READ … COMMIT` every statement reads one snapshot, and statements that
+//! write fail.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -38,6 +40,8 @@ pub enum Outcome {
     Tables(Vec<TableInfo>),
     /// `BEGIN`
     Began,
+    /// `BEGIN READ`, or `BEGIN` on a database open read-only: a read transaction.
+    BeganRead,
     /// `COMMIT`
     Committed,
     /// `ROLLBACK`
@@ -167,28 +171,51 @@ fn for_each_row(
     Ok(n)
 }
 
+/// The transaction a `BEGIN` opened. (A session holds one at most: the write variant's
+/// size costs nothing, where boxing it would cost a look-up in every statement.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum Txn {
+    Write(WriteTxn),
+    /// `BEGIN READ`: a snapshot that every statement reads, until `COMMIT` or `ROLLBACK`.
+    Read(ReadTxn),
+}
+
+/// Why a statement cannot write in a read transaction on `db`: the database is open
+/// read-only, or the transaction began with `BEGIN READ`.
+fn cannot_write(db: &Database) -> ExecError {
+    if db.is_read_only() {
+        cairn_engine::Error::ReadOnly.into()
+    } else {
+        ExecError::ReadTransaction
+    }
+}
+
 /// Runs `f` in `txn`, or, when none is open, in a transaction of its own that commits.
 fn in_write_txn<T>(
     db: &Database,
-    txn: &mut Option<WriteTxn>,
+    txn: &mut Option<Txn>,
     f: impl FnOnce(&mut WriteTxn) -> cairn_engine::Result<T>,
 ) -> Result<T> {
-    if let Some(txn) = txn {
-        return Ok(f(txn)?);
+    match txn {
+        Some(Txn::Write(txn)) => Ok(f(txn)?),
+        Some(Txn::Read(_)) => Err(cannot_write(db)),
+        None => {
+            let mut txn = db.begin_write()?;
+            let out = f(&mut txn)?;
+            txn.commit()?;
+            Ok(out)
+        }
     }
-    let mut txn = db.begin_write()?;
-    let out = f(&mut txn)?;
-    txn.commit()?;
-    Ok(out)
 }
 
 /// A connection to a database: the current table and, between `BEGIN` and `COMMIT`, the
-/// open write transaction. Dropping a session with a transaction open rolls it back.
+/// open transaction. Dropping a session with a transaction open rolls it back.
 #[derive(Debug)]
 pub struct Session {
     db: Database,
     table: String,
-    txn: Option<WriteTxn>,
+    txn: Option<Txn>,
     /// Raised from elsewhere (a signal handler) to stop a statement that produces rows.
     interrupt: Arc<AtomicBool>,
 }
@@ -238,9 +265,15 @@ impl Session {
         &self.table
     }
 
-    /// Whether a `BEGIN` is waiting for its `COMMIT` or `ROLLBACK`.
+    /// Whether a `BEGIN` (or `BEGIN READ`) is waiting for its `COMMIT` or `ROLLBACK`.
     pub fn in_transaction(&self) -> bool {
         self.txn.is_some()
+    }
+
+    /// Whether the open transaction is a read transaction (`BEGIN READ`, or `BEGIN` on a
+    /// database open read-only).
+    pub fn in_read_transaction(&self) -> bool {
+        matches!(self.txn, Some(Txn::Read(_)))
     }
 
     /// Ends the session, rolling back an open transaction (see
@@ -330,28 +363,41 @@ impl Session {
                     Ok(Outcome::Count(n))
                 })
             }
-            Statement::Begin => {
+            Statement::Begin | Statement::BeginRead => {
                 if self.txn.is_some() {
                     return Err(ExecError::AlreadyInTransaction);
                 }
-                self.txn = Some(self.db.begin_write()?);
+                // (No write could succeed in a database open read-only: its BEGIN reads.)
+                if *stmt == Statement::BeginRead || self.db.is_read_only() {
+                    self.txn = Some(Txn::Read(self.db.begin_read()?));
+                    return Ok(Outcome::BeganRead);
+                }
+                self.txn = Some(Txn::Write(self.db.begin_write()?));
                 Ok(Outcome::Began)
             }
             Statement::Commit => {
-                self.txn.take().ok_or(ExecError::NoTransaction)?.commit()?;
+                match self.txn.take().ok_or(ExecError::NoTransaction)? {
+                    Txn::Write(txn) => txn.commit()?,
+                    Txn::Read(_) => {}
+                }
                 Ok(Outcome::Committed)
             }
             Statement::Rollback => {
-                self.txn.take().ok_or(ExecError::NoTransaction)?.rollback();
+                match self.txn.take().ok_or(ExecError::NoTransaction)? {
+                    Txn::Write(txn) => txn.rollback(),
+                    Txn::Read(_) => {}
+                }
                 Ok(Outcome::RolledBack)
             }
             Statement::Tables => Ok(Outcome::Tables(match &self.txn {
-                Some(txn) => txn.list_tables()?,
+                Some(Txn::Write(txn)) => txn.list_tables()?,
+                Some(Txn::Read(snapshot)) => snapshot.list_tables()?,
                 None => self.db.begin_read()?.list_tables()?,
             })),
             Statement::Use { table } => {
                 let exists = match &mut self.txn {
-                    Some(txn) => txn.table_exists(table)?,
+                    Some(Txn::Write(txn)) => txn.table_exists(table)?,
+                    Some(Txn::Read(snapshot)) => snapshot.open_table(table).is_ok(),
                     None => self.db.begin_read()?.open_table(table).is_ok(),
                 };
                 if !exists {
@@ -406,12 +452,16 @@ impl Session {
     /// syncs).
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<bool> {
         let Session { db, table, txn, .. } = self;
-        if let Some(txn) = txn {
-            let mut t = txn.open_table(table)?;
-            return Ok(match value {
-                Some(v) => t.insert(key, v)?,
-                None => t.remove(key)?,
-            });
+        match txn {
+            Some(Txn::Write(txn)) => {
+                let mut t = txn.open_table(table)?;
+                return Ok(match value {
+                    Some(v) => t.insert(key, v)?,
+                    None => t.remove(key)?,
+                });
+            }
+            Some(Txn::Read(_)) => return Err(cannot_write(db)),
+            None => {}
         }
         let mut b = Batch::new();
         match value {
@@ -425,13 +475,14 @@ impl Session {
     /// Runs `f` on the current table for reading: in the open transaction, or on a
     /// fresh read snapshot.
     fn read<T>(&mut self, f: impl FnOnce(&dyn Reader) -> Result<T>) -> Result<T> {
-        if let Some(txn) = &mut self.txn {
-            let t = txn.open_table(&self.table)?;
-            return f(&t);
+        match &mut self.txn {
+            Some(Txn::Write(txn)) => f(&txn.open_table(&self.table)?),
+            Some(Txn::Read(snapshot)) => f(&snapshot.open_table(&self.table)?),
+            None => {
+                let snapshot: ReadTxn = self.db.begin_read()?;
+                f(&snapshot.open_table(&self.table)?)
+            }
         }
-        let snapshot: ReadTxn = self.db.begin_read()?;
-        let t = snapshot.open_table(&self.table)?;
-        f(&t)
     }
 }
 

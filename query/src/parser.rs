@@ -355,6 +355,19 @@ fn key_stmt(limits: Limits, make: fn(Literal) -> Statement) -> impl Fn(&str) -> 
 }
 
 /// `delete = "DELETE" ( literal | "RANGE" range [ "PREFIX" literal ] | "PREFIX" literal )`
+/// `BEGIN [READ [ONLY]]`
+fn begin_stmt(i: &str) -> Res<'_, Statement> {
+    match word(i) {
+        Ok((rest, w)) if w.eq_ignore_ascii_case("READ") => {
+            // (`ONLY`, as SQL's `READ ONLY` has it, changes nothing.)
+            let (rest, _) = opt(keyword("ONLY")).parse(rest)?;
+            Ok((rest, Statement::BeginRead))
+        }
+        Ok(_) => failure(ws(i)?.0, "READ or the end of the statement"),
+        Err(_) => Ok((i, Statement::Begin)),
+    }
+}
+
 fn delete_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
         // A literal first: `x'00'` starts with a word character.
@@ -475,7 +488,7 @@ fn table_stmt(
     }
 }
 
-/// `statement = put | get | delete | scan | count | "BEGIN" | "COMMIT" | "ROLLBACK"
+/// `statement = put | get | delete | scan | count | "BEGIN" [ "READ" [ "ONLY" ] ] | "COMMIT" | "ROLLBACK"
 ///            | "USE" table | create | drop | "TABLES"`
 fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
@@ -502,7 +515,7 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
             "DELETE" => delete_stmt(limits)(rest),
             "SCAN" => scan_stmt(limits, false)(rest),
             "COUNT" => scan_stmt(limits, true)(rest),
-            "BEGIN" => Ok((rest, Statement::Begin)),
+            "BEGIN" => begin_stmt(rest),
             "COMMIT" => Ok((rest, Statement::Commit)),
             "ROLLBACK" => Ok((rest, Statement::Rollback)),
             "TABLES" => Ok((rest, Statement::Tables)),

@@ -113,6 +113,7 @@ impl fmt::Display for Statement {
                 range(f, r)
             }
             Statement::Begin => f.write_str("BEGIN"),
+            Statement::BeginRead => f.write_str("BEGIN READ"),
             Statement::Commit => f.write_str("COMMIT"),
             Statement::Rollback => f.write_str("ROLLBACK"),
             Statement::Tables => f.write_str("TABLES"),

@@ -55,6 +55,7 @@ fn statement() -> impl Strategy<Value = Statement> {
         key_range().prop_map(|range| Statement::Count { range }),
         key_range().prop_map(|range| Statement::DeleteRange { range }),
         Just(Statement::Begin),
+        Just(Statement::BeginRead),
         Just(Statement::Commit),
         Just(Statement::Rollback),
         Just(Statement::Tables),

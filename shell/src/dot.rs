@@ -16,7 +16,7 @@ Statements (separated by ; or new lines, keywords in any case):
   SCAN [start [end]] [PREFIX p] [REVERSE] [LIMIT n]    (keys in [start, end))
   COUNT [start [end]] [PREFIX p]
   DELETE RANGE [start [end]] [PREFIX p]               DELETE PREFIX p
-  BEGIN   COMMIT   ROLLBACK   USE t   TABLES
+  BEGIN [READ]   COMMIT   ROLLBACK   USE t   TABLES
   CREATE TABLE [IF NOT EXISTS] t      DROP TABLE [IF EXISTS] t
   Literals: 'text', \"text\", x'00ff', 42 (stored as 8 big-endian bytes)
 

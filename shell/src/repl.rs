@@ -15,10 +15,10 @@ use rustyline::{Context, Editor, Helper};
 
 use crate::shell::{Flow, Shell};
 
-const KEYWORDS: [&str; 22] = [
-    "PUT", "GET", "DELETE", "SCAN", "COUNT", "BEGIN", "COMMIT", "ROLLBACK", "USE", "CREATE",
-    "DROP", "TABLE", "TABLES", "IF", "NOT", "EXISTS", "PREFIX", "RANGE", "REVERSE", "LIMIT",
-    "main", "x''",
+const KEYWORDS: [&str; 23] = [
+    "PUT", "GET", "DELETE", "SCAN", "COUNT", "BEGIN", "READ", "COMMIT", "ROLLBACK", "USE",
+    "CREATE", "DROP", "TABLE", "TABLES", "IF", "NOT", "EXISTS", "PREFIX", "RANGE", "REVERSE",
+    "LIMIT", "main", "x''",
 ];
 
 /// Completion of keywords, dot-commands, table names and file names; multi-line input
@@ -170,7 +170,9 @@ pub fn run(shell: &mut Shell, read_only_because: Option<&str>) -> anyhow::Result
     }
     loop {
         refresh_tables(shell, &tables);
-        let txn = if shell.session.in_transaction() {
+        let txn = if shell.session.in_read_transaction() {
+            " [read txn]"
+        } else if shell.session.in_transaction() {
             " [txn]"
         } else {
             ""

@@ -182,8 +182,8 @@ fn readable_instead(e: &cairn_engine::Error, path: &Path) -> Option<String> {
 /// Closes `session`, on the database `label` names: the note to give when that rolled
 /// back a transaction, and the error closing the database met.
 fn close_session(session: Session, label: &str) -> (Option<&'static str>, Option<String>) {
-    let rolled_back = session
-        .in_transaction()
+    // (A read transaction has nothing to roll back.)
+    let rolled_back = (session.in_transaction() && !session.in_read_transaction())
         .then_some("rolled back the open transaction");
     let failed = session
         .close()

@@ -193,6 +193,30 @@ fn read_only_opening_refuses_writes_and_serves_reads() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(text(&o.stdout), "k\tv\n");
     assert!(text(&o.stderr).contains("read-only"), "{}", text(&o.stderr));
+    // BEGIN there begins a read transaction: reads work, writes fail as outside it, and
+    // COMMIT ends it.
+    let o = cairn(
+        &[
+            "-readonly",
+            path(&db),
+            "-c",
+            "BEGIN; GET 'k'",
+            "-c",
+            "DELETE 'k'",
+            "-c",
+            "COUNT; COMMIT; COMMIT",
+        ],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(text(&o.stdout), "k\tv\n1\n");
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("-c:1:1: the database is open read-only\nDELETE 'k'\n^"),
+        "{err}"
+    );
+    // (The first COMMIT ended the read transaction.)
+    assert!(err.contains("no transaction is open"), "{err}");
 }
 
 #[test]

@@ -188,8 +188,11 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
     let interrupted = term.prompt("many> ");
     assert!(interrupted.contains("stdin: interrupted"), "{interrupted}");
 
-    // A transaction shows in the prompt; Ctrl-D rolls it back and says so.
+    // A transaction shows in the prompt, a read one as such; Ctrl-D rolls one back and
+    // says so.
     term.enter("USE main", "main> ");
+    term.enter("BEGIN READ", "main [read txn]> ");
+    term.enter("COMMIT", "main> ");
     term.enter("BEGIN", "main [txn]> ");
     term.enter("PUT 'uncommitted' 1", "main [txn]> ");
     term.type_keys("\x04");

@@ -88,7 +88,12 @@ pub fn script(data: &[u8]) {
                 assert_eq!(out.rows, want);
             }
             (Statement::Begin, Ok(_)) => working = Some(committed.clone()),
-            (Statement::Commit, Ok(_)) => committed = working.take().unwrap_or_default(),
+            // (A read transaction's COMMIT ends it and changes nothing.)
+            (Statement::Commit, Ok(_)) => {
+                if let Some(w) = working.take() {
+                    committed = w;
+                }
+            }
             (Statement::Rollback, Ok(_)) => working = None,
             _ => {}
         }

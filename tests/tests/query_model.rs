@@ -1,6 +1,7 @@
 //! Random scripts run through the parser and the executor, checked against a model of
-//! tables with transactions: autocommit statements, BEGIN/COMMIT/ROLLBACK, failing
-//! statements inside a transaction, range deletes, table creation, dropping and
+//! tables with transactions: autocommit statements, BEGIN/COMMIT/ROLLBACK, read
+//! transactions (`BEGIN READ`) that keep their snapshot while a second session writes,
+//! failing statements inside a transaction, range deletes, table creation, dropping and
 //! switching, reopening.
 
 use std::collections::BTreeMap;
@@ -16,16 +17,29 @@ type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
 struct Model {
     committed: Tables,
+    /// The write transaction's tables, between `BEGIN` and its end.
     working: Option<Tables>,
+    /// The snapshot of a read transaction, between `BEGIN READ` and its end.
+    reading: Option<Tables>,
     table: String,
 }
 
 impl Model {
     fn view(&self) -> &Tables {
-        self.working.as_ref().unwrap_or(&self.committed)
+        self.working
+            .as_ref()
+            .or(self.reading.as_ref())
+            .unwrap_or(&self.committed)
     }
-    fn view_mut(&mut self) -> &mut Tables {
-        self.working.as_mut().unwrap_or(&mut self.committed)
+    /// The tables a statement that writes changes; none in a read transaction.
+    fn view_mut(&mut self) -> Result<&mut Tables, ()> {
+        if self.reading.is_some() {
+            return Err(());
+        }
+        Ok(self.working.as_mut().unwrap_or(&mut self.committed))
+    }
+    fn in_txn(&self) -> bool {
+        self.working.is_some() || self.reading.is_some()
     }
 }
 
@@ -82,7 +96,8 @@ fn statement(rng: &mut SmallRng) -> String {
                 String::new()
             }
         ),
-        65..=71 => "BEGIN".into(),
+        65..=68 => "BEGIN".into(),
+        69..=71 => "BEGIN READ".into(),
         72..=78 => "COMMIT".into(),
         79..=82 => "ROLLBACK".into(),
         83..=84 => format!("CREATE TABLE {table}"),
@@ -112,19 +127,26 @@ fn in_range<'a>(
 /// What the model says `stmt` returns: rows for reads, a count, or an error.
 fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
     let table = m.table.clone();
-    let in_txn = m.working.is_some();
     match stmt {
-        Statement::Begin if in_txn => Err(()),
+        Statement::Begin | Statement::BeginRead if m.in_txn() => Err(()),
         Statement::Begin => {
             m.working = Some(m.committed.clone());
             Ok((Outcome::Began, vec![]))
         }
+        Statement::BeginRead => {
+            m.reading = Some(m.committed.clone());
+            Ok((Outcome::BeganRead, vec![]))
+        }
         Statement::Commit => {
-            m.committed = m.working.take().ok_or(())?;
+            if m.reading.take().is_none() {
+                m.committed = m.working.take().ok_or(())?;
+            }
             Ok((Outcome::Committed, vec![]))
         }
         Statement::Rollback => {
-            m.working.take().ok_or(())?;
+            if m.reading.take().is_none() {
+                m.working.take().ok_or(())?;
+            }
             Ok((Outcome::RolledBack, vec![]))
         }
         Statement::CreateTable {
@@ -132,15 +154,15 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             if_not_exists,
         } => {
             let existed = m.view().contains_key(table);
-            if existed && !if_not_exists {
+            if (existed && !if_not_exists) || m.reading.is_some() {
                 return Err(());
             }
-            m.view_mut().entry(table.clone()).or_default();
+            m.view_mut()?.entry(table.clone()).or_default();
             let table = table.clone();
             Ok((Outcome::Created { table, existed }, vec![]))
         }
         Statement::DropTable { table, if_exists } => {
-            let existed = m.view_mut().remove(table).is_some();
+            let existed = m.view_mut()?.remove(table).is_some();
             if !existed && !if_exists {
                 return Err(());
             }
@@ -171,12 +193,12 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             if key.len() > 1024 {
                 return Err(());
             }
-            let t = m.view_mut().get_mut(&table).ok_or(())?;
+            let t = m.view_mut()?.get_mut(&table).ok_or(())?;
             let replaced = t.insert(key, value.bytes().to_vec()).is_some();
             Ok((Outcome::Put { replaced }, vec![]))
         }
         Statement::Delete { key } => {
-            let t = m.view_mut().get_mut(&table).ok_or(())?;
+            let t = m.view_mut()?.get_mut(&table).ok_or(())?;
             let existed = t.remove(&key.bytes()[..]).is_some();
             Ok((Outcome::Delete { existed }, vec![]))
         }
@@ -187,7 +209,7 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             Ok((Outcome::Rows(rows.len() as u64), rows))
         }
         Statement::DeleteRange { range } => {
-            let t = m.view_mut().get_mut(&table).ok_or(())?;
+            let t = m.view_mut()?.get_mut(&table).ok_or(())?;
             let gone: Vec<Vec<u8>> = in_range(t, range).map(|(k, _)| k.clone()).collect();
             for k in &gone {
                 t.remove(k);
@@ -223,20 +245,57 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("q.cairn");
     let mut session = Session::new(Database::create(&path)?)?;
+    // A second session on the same database writes between the first one's statements
+    // when that holds no write transaction (it would wait for it): a read transaction
+    // must not see those writes.
+    let mut other = Session::new(session.database().clone())?;
     let mut model = Model {
         committed: Tables::new(),
         working: None,
+        reading: None,
         table: "main".into(),
     };
     model.committed.insert("main".into(), BTreeMap::new());
     let (mut succeeded, mut failed, mut rows_seen, mut range_deleted) = (0, 0, 0, 0);
+    let mut unseen_writes = 0;
     for step in 0..scale("CAIRN_QUERY_OPS", 3000) {
         if rng.random_range(0..200) == 0 {
-            assert_eq!(session.in_transaction(), model.working.take().is_some());
+            let in_txn = model.in_txn();
+            model.working = None;
+            model.reading = None;
+            assert_eq!(session.in_transaction(), in_txn);
+            // (The first session first: it rolls back its write transaction, which the
+            // other's close would wait for.)
             session.close()?;
+            other.close()?;
             session = Session::new(Database::open(&path)?)?;
+            other = Session::new(session.database().clone())?;
             model.committed.entry("main".into()).or_default();
             model.table = "main".into();
+            continue;
+        }
+        if model.working.is_none() && rng.random_range(0..8) == 0 {
+            // The other session, in table main: an autocommit PUT.
+            let k = key(&mut rng);
+            let src = format!("PUT {k} 'other'");
+            let script = parse_script(&src);
+            let stmt = &script.statements[0].statement;
+            let Statement::Put { key, value } = stmt else {
+                unreachable!()
+            };
+            let (key, value) = (key.bytes().to_vec(), value.bytes().to_vec());
+            let expected = match model.committed.get_mut("main") {
+                Some(t) if key.len() <= 1024 => Ok(t.insert(key, value).is_some()),
+                _ => Err(()),
+            };
+            match (other.execute(stmt), expected) {
+                (Ok(out), Ok(replaced)) => {
+                    assert_eq!(out.outcome, Outcome::Put { replaced }, "step {step}: {src}");
+                    unseen_writes += usize::from(model.reading.is_some());
+                }
+                (Err(_), Err(())) => {}
+                (got, want) => panic!("step {step}: other: {src}: got {got:?}, model {want:?}"),
+            }
             continue;
         }
         let src = statement(&mut rng);
@@ -257,15 +316,17 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
             (Err(_), Err(())) => failed += 1,
             (got, want) => panic!("step {step}: {src}: got {got:?}, model says {want:?}"),
         }
-        assert_eq!(session.in_transaction(), model.working.is_some());
+        assert_eq!(session.in_transaction(), model.in_txn());
+        assert_eq!(session.in_read_transaction(), model.reading.is_some());
         assert_eq!(session.table(), model.table);
     }
     eprintln!(
         "{succeeded} statements succeeded, {failed} failed as the model said, {rows_seen} rows \
-         compared, {range_deleted} keys deleted by ranges"
+         compared, {range_deleted} keys deleted by ranges, {unseen_writes} writes made beside \
+         a read transaction"
     );
     assert!(
-        succeeded > failed && rows_seen > 500 && range_deleted > 0,
+        succeeded > failed && rows_seen > 500 && range_deleted > 0 && unseen_writes > 10,
         "the script exercises too little"
     );
     Ok(())

@@ -117,6 +117,8 @@ fn every_statement_form() {
         }
     );
     assert_eq!(one("BEGIN"), Statement::Begin);
+    assert_eq!(one("BEGIN READ"), Statement::BeginRead);
+    assert_eq!(one("begin read only"), Statement::BeginRead);
     assert_eq!(one("commit"), Statement::Commit);
     assert_eq!(one("Rollback"), Statement::Rollback);
     assert_eq!(one("TABLES"), Statement::Tables);
@@ -279,7 +281,17 @@ fn each_error_class_reports_its_position() {
         ("CREATE t", (1, 8), "expected TABLE"),
         ("DROP TABLE", (1, 11), "expected a table name"),
         ("USE x'00'", (1, 6), "expected the end of the statement"),
-        ("BEGIN now", (1, 7), "expected the end of the statement"),
+        (
+            "BEGIN now",
+            (1, 7),
+            "expected READ or the end of the statement",
+        ),
+        ("BEGIN 5", (1, 7), "expected the end of the statement"),
+        (
+            "BEGIN READ now",
+            (1, 12),
+            "expected the end of the statement",
+        ),
         ("\n\n  GET 'a' @", (3, 11), "found '@'"),
         ("GET 'a'\0", (1, 8), "expected the end of the statement"),
     ];
