@@ -152,6 +152,12 @@ pub(crate) fn writer_alive(file: &File) -> bool {
     fcntl(file, FcntlArg::F_GETLK(&mut probe)).is_ok() && i32::from(probe.l_type) != libc::F_UNLCK
 }
 
+/// Whether another process holds `file` for writing: `Some` with its process id, where
+/// the kernel tells.
+pub(crate) fn writer_holding(file: &File) -> Option<Option<u32>> {
+    writer_alive(file).then(|| writer_pid(file))
+}
+
 /// The process id of the writer holding `file`, if the kernel tells.
 fn writer_pid(file: &File) -> Option<u32> {
     let mut probe = range(libc::F_WRLCK, WRITER_BYTE, 1);

@@ -18,7 +18,7 @@ use crate::storage::Storage;
 
 mod log_tail;
 pub(crate) mod new_pages;
-use log_tail::log_tail;
+pub(crate) use log_tail::log_tail;
 use new_pages::NewPage;
 
 /// The state a file opened at.
@@ -96,7 +96,7 @@ pub(crate) fn initialise(storage: &dyn Storage, page_size: usize, log_bytes: u64
     Ok(())
 }
 
-fn read_header(storage: &dyn Storage) -> Result<Header> {
+pub(crate) fn read_header(storage: &dyn Storage) -> Result<Header> {
     let len = storage.len();
     if len == 0 {
         return Err(Error::EmptyFile);
@@ -267,7 +267,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
 /// Checks where `slot` says the commit log is: none (0 pages), or a run of at most 64 MiB
 /// inside the file, past the header pages and apart from the freelist run. Also refuses
 /// the largest txid, so that the next one is always `txid + 1`.
-fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
+pub(crate) fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
     if slot.txid == u64::MAX {
         return Err(Error::corrupt(0, "commit id out of range"));
     }

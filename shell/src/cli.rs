@@ -13,6 +13,7 @@ Usage: cairn [OPTIONS] [FILE]
        cairn bench RUN.cq... [OPTIONS]     run and measure them (cairn bench --help)
        cairn info FILE                     the file's header and commit slots
        cairn check FILE                    check every page of FILE, read-only (exit 1: problems)
+       cairn recover FILE > SCRIPT         a script of what a damaged FILE still holds (exit 1: losses)
        cairn compact FILE                  compact FILE in place (readers may go on)
        cairn compact SRC DST               write a dense copy of SRC to DST
 

@@ -8,7 +8,7 @@ use crate::dot::read_txn;
 use crate::shell::Shell;
 
 /// The literal that writes `bytes`: text when it is printable, else hex.
-fn literal(bytes: &[u8]) -> Literal {
+pub fn literal(bytes: &[u8]) -> Literal {
     match std::str::from_utf8(bytes) {
         Ok(s) if cairn_query::is_printable(bytes) => Literal::Text(s.to_owned()),
         _ => Literal::Blob(bytes.to_vec()),

@@ -14,6 +14,7 @@ mod dump;
 mod info;
 mod inspect;
 mod output;
+mod recover;
 mod render;
 mod repl;
 mod script_reader;
@@ -33,8 +34,10 @@ type Tool = fn(&[String]) -> anyhow::Result<()>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().is_some_and(|a| a == "check") {
-        return check::main(&args[1..]);
+    match args.first().map(String::as_str) {
+        Some("check") => return check::main(&args[1..]),
+        Some("recover") => return recover::main(&args[1..]),
+        _ => {}
     }
     let tool: Option<Tool> = match args.first().map(String::as_str) {
         Some("bench") => Some(bench::main),

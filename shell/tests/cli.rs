@@ -105,6 +105,86 @@ fn dump_and_load_give_an_equal_database_byte_for_byte() {
 }
 
 #[test]
+fn recover_rebuilds_what_a_damaged_file_still_holds() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b, c) = (
+        dir.path().join("a.cairn"),
+        dir.path().join("b.cairn"),
+        dir.path().join("c.cairn"),
+    );
+    let mut script = String::from("CREATE TABLE 'odd name'\nUSE 'odd name'\nBEGIN\n");
+    for i in 0u32..600 {
+        script.push_str(&format!("PUT 'key{i:05}' x'{:02x}00'\n", i % 256));
+    }
+    script.push_str("COMMIT\nUSE main\nPUT 1 'it''s'\n");
+    assert!(cairn(&[path(&a)], script.as_bytes()).status.success());
+
+    // Healthy: exit 0, and the script loads into an equal database.
+    let recovered = cairn(&["recover", path(&a)], b"");
+    assert_eq!(
+        recovered.status.code(),
+        Some(0),
+        "{}",
+        text(&recovered.stderr)
+    );
+    assert!(cairn(&[path(&b)], &recovered.stdout).status.success());
+    let dump = |p: &Path| text(&cairn(&[path(p), "-c", ".dump"], b"").stdout);
+    assert_eq!(dump(&a), dump(&b));
+
+    // A leaf of 'odd name' damaged: exit 1, the loss named on standard error and in the
+    // script, and every other entry recovered.
+    let pages = text(&cairn(&[path(&a), "-c", ".pages"], b"").stdout);
+    let leaves: Vec<u64> = pages
+        .lines()
+        .filter_map(|l| match l.split('\t').collect::<Vec<_>>()[..] {
+            [page, "leaf", "odd name", ..] => page.parse().ok(),
+            _ => None,
+        })
+        .collect();
+    assert!(leaves.len() > 3, "{pages}");
+    let mut bytes = std::fs::read(&a).unwrap_or_default();
+    let at = usize::try_from(leaves[1] * 4096 + 300).unwrap_or(usize::MAX);
+    bytes[at] ^= 0x55;
+    std::fs::write(&a, bytes).unwrap_or_else(|e| panic!("{e}"));
+    let recovered = cairn(&["recover", path(&a)], b"");
+    assert_eq!(
+        recovered.status.code(),
+        Some(1),
+        "{}",
+        text(&recovered.stderr)
+    );
+    let err = text(&recovered.stderr);
+    assert!(
+        err.contains("lost: table 'odd name': the keys from 'key"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("(page {}: checksum mismatch", leaves[1])),
+        "{err}"
+    );
+    assert!(text(&recovered.stdout).contains("\n-- LOST: table 'odd name'"));
+    let load = cairn(&[path(&c)], &recovered.stdout);
+    assert!(load.status.success(), "{}", text(&load.stderr));
+    let counts = text(&cairn(&[path(&c), "-c", "TABLES"], b"").stdout);
+    let kept: u64 = counts
+        .lines()
+        .find_map(|l| l.strip_prefix("odd name\t"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_default();
+    assert!((400..600).contains(&kept), "{counts}");
+    assert!(counts.contains("main\t1\n"), "{counts}");
+
+    // Not a database, or no file: exit 2.
+    let not_db = dir.path().join("notes.txt");
+    std::fs::write(&not_db, "hello").unwrap_or_else(|e| panic!("{e}"));
+    for args in [vec!["recover", path(&not_db)], vec!["recover"]] {
+        let o = cairn(&args, b"");
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+    }
+}
+
+#[test]
 fn check_fails_the_batch_and_cairn_check_on_a_damaged_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("d.cairn");

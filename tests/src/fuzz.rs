@@ -104,14 +104,21 @@ pub fn script(data: &[u8]) {
     }
 }
 
-/// Any bytes as a database file: opening (read-only, then for writing: replaying the commit
-/// log's records, then committing), listing, scanning both ways, reading and checking
-/// return errors or data, never a panic or a hang.
+/// Any bytes as a database file: salvaging, opening (read-only, then for writing:
+/// replaying the commit log's records, then committing), listing, scanning both ways,
+/// reading and checking return errors or data, never a panic or a hang.
 pub fn open(data: &[u8]) {
     read(data);
     let Ok(storage) = MemoryStorage::from_bytes(data) else {
         return;
     };
+    let mut handed = 0u64;
+    if let Ok(report) = cairn_engine::salvage_storage(&storage, &mut |s| {
+        handed += u64::from(matches!(s, cairn_engine::Salvaged::Entry(..)));
+        Ok(())
+    }) {
+        assert_eq!(report.entries, handed);
+    }
     let Ok(db) = Database::builder().with_storage(Arc::new(storage), false, None) else {
         return;
     };

@@ -74,7 +74,7 @@ impl<'s> Window<'s> {
 /// durable, the log is damaged (a power cut tears only a write under way), and that is an
 /// error instead of the end of the cycle. This reads the rest of the log, which is why
 /// it is done only when a slot shows the log should hold more.
-pub(super) fn log_tail(
+pub(crate) fn log_tail(
     storage: &dyn Storage,
     slot: &Slot,
     page_size: usize,

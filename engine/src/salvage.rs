@@ -1,0 +1,438 @@
+//! Salvage: what a damaged file still holds, read without opening the database. For a
+//! file that `check` finds damaged, or that does not open at all: every entry whose pages
+//! verify, and, in their key order, what could not be read.
+//!
+//! The commit read is the one that loses least: a slot's tree is walked from its catalog,
+//! each page verified against its parent's checksum; a page that fails is skipped with
+//! the keys its parent gives it, and the walk goes on with the next. Then the commits the
+//! commit log holds after it are handed over, change by change, as recovery would replay
+//! them. Nothing is written to the file.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::btree::MAX_DEPTH;
+use crate::error::{Error, Result};
+use crate::format::{
+    ChildRef, LOG_UNITS_VERSION, LogOp, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef,
+    decode_ops,
+};
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet};
+use crate::storage::{FileStorage, Storage};
+
+/// Keys that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LostKeys {
+    /// Every key from `from` (inclusive) up to `to` (exclusive); `None`: that end is open.
+    Range {
+        from: Option<Vec<u8>>,
+        to: Option<Vec<u8>>,
+    },
+    /// The value of this one key (its overflow run does not verify).
+    Value(Vec<u8>),
+    /// Commits in the commit log after the ones handed over (a record that does not
+    /// verify, where a later one says it was durable).
+    Log,
+}
+
+/// A part of the file that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// The table, or `None` for the catalog (the tables whose names fall in `keys` are
+    /// lost whole) and for the log.
+    pub table: Option<String>,
+    /// The page that failed.
+    pub page: u64,
+    pub keys: LostKeys,
+    /// Why it could not be read.
+    pub reason: String,
+}
+
+/// What [`salvage`] hands over, in order: each table with its entries in key order (and
+/// its losses where they stood), then each commit the log holds with its changes.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Salvaged<'a> {
+    /// A table; its entries follow.
+    Table(&'a str),
+    /// An entry of the last table named.
+    Entry(&'a [u8], &'a [u8]),
+    /// What could not be read, where it stood (also in [`SalvageReport::lost`]).
+    Lost(&'a Lost),
+    /// A commit from the commit log; its changes follow.
+    LoggedCommit,
+    /// Changes of a logged commit, in the order it made them.
+    Put {
+        table: &'a str,
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    Delete {
+        table: &'a str,
+        key: &'a [u8],
+    },
+    Created(&'a str),
+    Dropped(&'a str),
+}
+
+/// What [`salvage`] read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SalvageReport {
+    /// The commit whose tree was read.
+    pub txid: u64,
+    /// The newest commit a commit slot names.
+    pub newest_txid: u64,
+    /// Commits the commit log held after `txid`, handed over as changes.
+    pub logged_commits: u64,
+    pub tables: u64,
+    pub entries: u64,
+    /// Everything that could not be read.
+    pub lost: Vec<Lost>,
+}
+
+/// Reads every entry the file at `path` still holds, handing each to `each` (see
+/// [`Salvaged`]) and returning what was read and lost. For a file that `check` finds
+/// damaged or that does not open; the file is only read. A process writing the file
+/// meanwhile could change it under the walk: one that holds it for writing is refused.
+///
+/// # Errors
+/// [`Error::Locked`] while another process has the file open for writing; the errors of
+/// opening for an unreadable header (not a database, a newer version, truncated);
+/// [`Error::NoValidCommit`] when neither commit slot verifies; the first error `each`
+/// returns (as [`Error::Io`]).
+pub fn salvage(
+    path: impl AsRef<Path>,
+    each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+) -> Result<SalvageReport> {
+    let path = path.as_ref();
+    let file = File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(Error::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    if let Some(pid) = crate::lock::writer_holding(&file) {
+        return Err(Error::Locked {
+            path: path.to_path_buf(),
+            pid,
+        });
+    }
+    salvage_storage(&FileStorage::new(file)?, each)
+}
+
+/// [`salvage`] of the database `storage` holds.
+///
+/// # Errors
+/// As [`salvage`].
+pub fn salvage_storage(
+    storage: &dyn Storage,
+    each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+) -> Result<SalvageReport> {
+    let header = crate::recovery::read_header(storage)?;
+    let page_size = header.page_size as usize;
+    let legacy = header.version < LOG_UNITS_VERSION;
+    let mut slots = Vec::new();
+    let mut reasons = [String::new(), String::new()];
+    for (i, reason) in reasons.iter_mut().enumerate() {
+        let mut b = [0u8; SLOT_LEN];
+        storage.read((i * page_size + SLOT_OFFSET) as u64, &mut b)?;
+        match Slot::decode(&b) {
+            Some(s) => match crate::recovery::check_log_run(&s, page_size) {
+                Ok(()) => slots.push(s),
+                Err(e) => *reason = why(&e),
+            },
+            None => *reason = "never written, torn or damaged (checksum mismatch)".into(),
+        }
+    }
+    let newest_txid = slots.iter().map(|s| s.txid).max().unwrap_or(0);
+    // Each slot's walk, counted only; the one that loses least is read (of two that lose
+    // as little, the one that reaches the newer commit with its log).
+    let mut best: Option<Candidate> = None;
+    for slot in slots {
+        // (A slot past the file's end would read past the map: its page count is cut to
+        // the file, and what lies beyond is lost.)
+        let in_file = storage.len() / page_size as u64;
+        let snapshot = Snapshot::new(
+            Slot {
+                page_count: slot.page_count.min(in_file).max(FIRST_DATA_PAGE),
+                ..slot
+            },
+            page_size,
+            storage.region(),
+            Arc::new(VerifiedSet::with_capacity(slot.page_count.min(in_file))),
+        );
+        let mut walk = Walk::new(&snapshot);
+        walk.catalog(&mut |_| Ok(()))?;
+        let lost = walk.lost.len();
+        let log = crate::recovery::log_tail(storage, &slot, page_size, legacy, None)?;
+        let reaches = slot.txid + log.len() as u64;
+        let better = best.as_ref().is_none_or(|&(_, _, l, r)| {
+            (lost, std::cmp::Reverse(reaches)) < (l, std::cmp::Reverse(r))
+        });
+        if better {
+            best = Some((snapshot, log, lost, reaches));
+        }
+    }
+    let Some((snapshot, log, _, _)) = best else {
+        let [slot0, slot1] = reasons;
+        return Err(Error::NoValidCommit { slot0, slot1 });
+    };
+    let mut walk = Walk::new(&snapshot);
+    walk.catalog(each)?;
+    let mut report = SalvageReport {
+        txid: snapshot.slot.txid,
+        newest_txid,
+        tables: walk.tables,
+        entries: walk.entries,
+        lost: walk.lost,
+        logged_commits: 0,
+    };
+    // A damaged record that a later one proves durable ends what can be replayed: the
+    // records before it are handed over, and the loss is reported.
+    let newest = Some(newest_txid);
+    if let Err(e) = crate::recovery::log_tail(storage, &snapshot.slot, page_size, legacy, newest) {
+        let lost = Lost {
+            table: None,
+            page: match e {
+                Error::Corruption { page, .. } => page,
+                _ => 0,
+            },
+            keys: LostKeys::Log,
+            reason: why(&e),
+        };
+        each(Salvaged::Lost(&lost))?;
+        report.lost.push(lost);
+    }
+    for (page, payload) in &log {
+        let Some(ops) = decode_ops(payload) else {
+            let lost = Lost {
+                table: None,
+                page: *page,
+                keys: LostKeys::Log,
+                reason: "a record's changes do not decode".into(),
+            };
+            each(Salvaged::Lost(&lost))?;
+            report.lost.push(lost);
+            break;
+        };
+        each(Salvaged::LoggedCommit)?;
+        report.logged_commits += 1;
+        let mut table = String::new();
+        for op in ops {
+            let name = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            match op {
+                LogOp::Table(t) => table = name(t),
+                LogOp::Put(key, value) => each(Salvaged::Put {
+                    table: &table,
+                    key,
+                    value,
+                })?,
+                LogOp::Delete(key) => each(Salvaged::Delete { table: &table, key })?,
+                LogOp::Create(t) => each(Salvaged::Created(&name(t)))?,
+                LogOp::Drop(t) => each(Salvaged::Dropped(&name(t)))?,
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Why a page could not be read: the damage found, without the page's number (a
+/// [`Lost`] names it).
+fn why(e: &Error) -> String {
+    match e {
+        Error::Corruption { reason, .. } => reason.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// A slot to read: its snapshot, the log's records after it (`(page, payload)`), how
+/// many parts its walk loses, and the commit it reaches with those records.
+type Candidate = (Snapshot, Vec<(u64, Vec<u8>)>, usize, u64);
+
+/// A walk of one snapshot's trees that skips what does not verify.
+struct Walk<'s> {
+    snap: &'s Snapshot,
+    /// Pages walked: a page met twice (only a crafted file has one) is not walked again,
+    /// so that the walk takes at most one visit a page.
+    seen: HashSet<u64>,
+    tables: u64,
+    entries: u64,
+    lost: Vec<Lost>,
+}
+
+/// The keys a subtree holds: from the first (inclusive) to the second (exclusive).
+type Bounds<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+impl<'s> Walk<'s> {
+    fn new(snap: &'s Snapshot) -> Walk<'s> {
+        Walk {
+            snap,
+            seen: HashSet::new(),
+            tables: 0,
+            entries: 0,
+            lost: Vec::new(),
+        }
+    }
+
+    fn lose(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        table: Option<&str>,
+        page: u64,
+        keys: LostKeys,
+        reason: String,
+    ) -> Result<()> {
+        let lost = Lost {
+            table: table.map(str::to_owned),
+            page,
+            keys,
+            reason,
+        };
+        each(Salvaged::Lost(&lost))?;
+        self.lost.push(lost);
+        Ok(())
+    }
+
+    fn catalog(&mut self, each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>) -> Result<()> {
+        let root = self.snap.slot.catalog;
+        if root.page == 0 {
+            return Ok(());
+        }
+        self.tree(each, None, root, (None, None), 0)
+    }
+
+    /// Walks the subtree at `r`, holding the keys in `bounds`: of table `table`, or of the
+    /// catalog (`None`), where each entry names a table whose tree is walked in turn.
+    fn tree(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        table: Option<&str>,
+        r: ChildRef,
+        bounds: Bounds<'_>,
+        depth: usize,
+    ) -> Result<()> {
+        let range = || LostKeys::Range {
+            from: bounds.0.map(<[u8]>::to_vec),
+            to: bounds.1.map(<[u8]>::to_vec),
+        };
+        if depth > MAX_DEPTH {
+            return self.lose(
+                each,
+                table,
+                r.page,
+                range(),
+                "tree too deep (a cycle?)".into(),
+            );
+        }
+        if !self.seen.insert(r.page) {
+            let why = "page referenced twice".into();
+            return self.lose(each, table, r.page, range(), why);
+        }
+        let snap = self.snap;
+        let page = match snap.tree_page(r) {
+            Ok(page) => page,
+            Err(e) => return self.lose(each, table, r.page, range(), why(&e)),
+        };
+        match page {
+            TreePage::Branch(b) => {
+                for i in 0..=b.keys() {
+                    let sep = |j: usize| b.key(j).ok();
+                    let lo = if i == 0 { bounds.0 } else { sep(i - 1) };
+                    let hi = if i == b.keys() { bounds.1 } else { sep(i) };
+                    match b.child(i) {
+                        Ok(child) => self.tree(each, table, child, (lo, hi), depth + 1)?,
+                        Err(e) => {
+                            let keys = LostKeys::Range {
+                                from: lo.map(<[u8]>::to_vec),
+                                to: hi.map(<[u8]>::to_vec),
+                            };
+                            self.lose(each, table, r.page, keys, why(&e))?;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            TreePage::Leaf(l) => {
+                for i in 0..l.len() {
+                    let (key, value) = match l.entry(i) {
+                        Ok(entry) => entry,
+                        Err(e) => {
+                            // The rest of the leaf, from the last key read.
+                            let from = match i {
+                                0 => bounds.0.map(<[u8]>::to_vec),
+                                _ => l.key(i - 1).ok().map(|k| {
+                                    let mut after = k.to_vec();
+                                    after.push(0);
+                                    after
+                                }),
+                            };
+                            let to = bounds.1.map(<[u8]>::to_vec);
+                            let keys = LostKeys::Range { from, to };
+                            return self.lose(each, table, r.page, keys, why(&e));
+                        }
+                    };
+                    match table {
+                        Some(_) => self.entry(each, table, key, value)?,
+                        None => self.table(each, r.page, key, value)?,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// An entry of table `table`, its value read from its overflow run if need be.
+    fn entry(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        table: Option<&str>,
+        key: &[u8],
+        value: ValueRef<'_>,
+    ) -> Result<()> {
+        let snap = self.snap;
+        let value = match value {
+            ValueRef::Inline(v) => v,
+            ValueRef::Overflow(o) => match snap.overflow(o) {
+                Ok(v) => v,
+                Err(e) => {
+                    let keys = LostKeys::Value(key.to_vec());
+                    return self.lose(each, table, o.page, keys, why(&e));
+                }
+            },
+        };
+        each(Salvaged::Entry(key, value))?;
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// The catalog entry of table `name` (in leaf `page`): the table and its tree.
+    fn table(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        page: u64,
+        name: &[u8],
+        value: ValueRef<'_>,
+    ) -> Result<()> {
+        let name = String::from_utf8_lossy(name).into_owned();
+        let meta = match value {
+            ValueRef::Inline(v) => TableMeta::decode(v),
+            ValueRef::Overflow(_) => None,
+        };
+        let Some(meta) = meta else {
+            let keys = LostKeys::Range {
+                from: None,
+                to: None,
+            };
+            return self.lose(each, Some(&name), page, keys, "bad catalog entry".into());
+        };
+        each(Salvaged::Table(&name))?;
+        self.tables += 1;
+        match meta.root {
+            Some(root) => self.tree(each, Some(&name), root, (None, None), 0),
+            None => Ok(()),
+        }
+    }
+}

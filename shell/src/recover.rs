@@ -1,0 +1,195 @@
+//! `cairn recover FILE`: a script that rebuilds what a damaged database still holds
+//! (`cairn_engine::salvage`), to load into a new file as a dump is (`cairn NEW_FILE <
+//! SCRIPT`). The file is only read. Each part that could not be read is a comment in the
+//! script where its keys stood, and a line on standard error. Exit status 0 when nothing
+//! was lost, 1 when something was, 2 when nothing could be read.
+
+use std::io::{self, BufWriter, Write};
+use std::process::ExitCode;
+
+use cairn_engine::{Lost, LostKeys, SalvageReport, Salvaged};
+use cairn_query::{DEFAULT_TABLE, Limits, Literal};
+
+use crate::dump::literal;
+
+/// Runs `cairn recover` with `args` (after `recover`).
+pub fn main(args: &[String]) -> ExitCode {
+    let [file] = args else {
+        eprintln!("cairn recover: usage: cairn recover FILE > SCRIPT");
+        return ExitCode::from(2);
+    };
+    let stdout = io::stdout();
+    let mut script = Script {
+        out: BufWriter::new(stdout.lock()),
+        file,
+        started: false,
+        table: String::new(),
+        too_large: Vec::new(),
+    };
+    // (Nothing is printed for a file that cannot be read at all.)
+    let recovered = cairn_engine::salvage(file, &mut |s| script.write(s)).and_then(|report| {
+        script.end(&report)?;
+        Ok(report)
+    });
+    match recovered {
+        Ok(report) => summary(file, &report, &script.too_large),
+        Err(cairn_engine::Error::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("cairn recover: cannot recover {file}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes the recovery script.
+struct Script<'f, W: Write> {
+    out: W,
+    /// The file recovered, and whether the script's first lines are written.
+    file: &'f str,
+    started: bool,
+    /// The table the script's last `USE` chose.
+    table: String,
+    /// Keys (with their tables) whose values are over the language's limit: the script
+    /// cannot hold them.
+    too_large: Vec<String>,
+}
+
+impl<W: Write> Script<'_, W> {
+    fn start(&mut self) -> io::Result<()> {
+        if !self.started {
+            self.started = true;
+            writeln!(self.out, "-- Cairn recovery of {}", self.file)?;
+            writeln!(self.out, "-- load with: cairn NEW_FILE < THIS_FILE")?;
+            writeln!(self.out, "BEGIN")?;
+        }
+        Ok(())
+    }
+
+    fn table(&mut self, name: &str) -> io::Result<()> {
+        if self.table != name {
+            writeln!(self.out, "USE {}", Literal::Text(name.to_owned()))?;
+            name.clone_into(&mut self.table);
+        }
+        Ok(())
+    }
+
+    /// A `PUT`, or a comment where a value is over the language's limit.
+    fn put(&mut self, key: &[u8], value: &[u8]) -> io::Result<()> {
+        let max = Limits::default().max_literal;
+        if value.len() > max {
+            let what = format!(
+                "table {}: the value of {} ({} bytes, over the language's limit of {max})",
+                Literal::Text(self.table.clone()),
+                literal(key),
+                value.len()
+            );
+            writeln!(self.out, "-- NOT RECOVERED: {what}")?;
+            self.too_large.push(what);
+            return Ok(());
+        }
+        writeln!(self.out, "PUT {} {}", literal(key), literal(value))
+    }
+
+    fn write(&mut self, s: Salvaged<'_>) -> io::Result<()> {
+        self.start()?;
+        match s {
+            Salvaged::Table(name) => {
+                let quoted = Literal::Text(name.to_owned());
+                writeln!(self.out, "CREATE TABLE IF NOT EXISTS {quoted}")?;
+                self.table(name)
+            }
+            Salvaged::Entry(key, value) => self.put(key, value),
+            Salvaged::Lost(lost) => writeln!(self.out, "-- LOST: {}", describe(lost)),
+            Salvaged::LoggedCommit => writeln!(self.out, "-- a commit from the commit log"),
+            Salvaged::Put { table, key, value } => {
+                self.table(table)?;
+                self.put(key, value)
+            }
+            Salvaged::Delete { table, key } => {
+                self.table(table)?;
+                writeln!(self.out, "DELETE {}", literal(key))
+            }
+            Salvaged::Created(name) => {
+                let quoted = Literal::Text(name.to_owned());
+                writeln!(self.out, "CREATE TABLE IF NOT EXISTS {quoted}")
+            }
+            Salvaged::Dropped(name) => {
+                if self.table == name {
+                    self.table.clear();
+                }
+                let quoted = Literal::Text(name.to_owned());
+                writeln!(self.out, "DROP TABLE IF EXISTS {quoted}")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn end(&mut self, report: &SalvageReport) -> io::Result<()> {
+        self.start()?;
+        writeln!(
+            self.out,
+            "-- recovered {} entries of {} tables from commit {}, then {} commits from the \
+             log; {} parts lost",
+            report.entries,
+            report.tables,
+            report.txid,
+            report.logged_commits,
+            report.lost.len()
+        )?;
+        writeln!(self.out, "USE {DEFAULT_TABLE}\nCOMMIT")?;
+        self.out.flush()
+    }
+}
+
+/// A loss, in words: where, which keys, why.
+fn describe(lost: &Lost) -> String {
+    let bound = |b: &Option<Vec<u8>>, open: &str| {
+        b.as_deref()
+            .map_or_else(|| open.to_owned(), |k| literal(k).to_string())
+    };
+    let what = match (&lost.table, &lost.keys) {
+        (_, LostKeys::Log) => "the commit log: the commits after those recovered".to_owned(),
+        (Some(t), LostKeys::Range { from, to }) => format!(
+            "table {}: the keys from {} up to {}",
+            Literal::Text(t.clone()),
+            bound(from, "the first"),
+            bound(to, "the last")
+        ),
+        (Some(t), LostKeys::Value(key)) => format!(
+            "table {}: the value of {}",
+            Literal::Text(t.clone()),
+            literal(key)
+        ),
+        (None, LostKeys::Range { from, to }) => format!(
+            "the catalog: the tables named from {} up to {}",
+            bound(from, "the first"),
+            bound(to, "the last")
+        ),
+        (None, LostKeys::Value(name)) => format!("the catalog: table {}", literal(name)),
+    };
+    format!("{what} (page {}: {})", lost.page, lost.reason)
+}
+
+/// Prints what was recovered and lost on standard error; the exit status.
+fn summary(file: &str, report: &SalvageReport, too_large: &[String]) -> ExitCode {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "cairn recover: {file}: {} entries of {} tables from commit {} (the newest named: {}), \
+         then {} commits from the commit log",
+        report.entries, report.tables, report.txid, report.newest_txid, report.logged_commits
+    );
+    for lost in &report.lost {
+        let _ = writeln!(err, "lost: {}", describe(lost));
+    }
+    for what in too_large {
+        let _ = writeln!(err, "not recovered: {what}");
+    }
+    if report.lost.is_empty() && too_large.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
