@@ -32,8 +32,9 @@ pub enum LostKeys {
     },
     /// The value of this one key (its overflow run does not verify).
     Value(Vec<u8>),
-    /// Commits in the commit log after the ones handed over (a record that does not
-    /// verify, where a later one says it was durable).
+    /// Commits after the ones handed over: a record of the commit log that does not
+    /// verify where a later one says it was durable, or a newer commit whose slot names
+    /// a tree that does not verify, beyond what the log holds.
     Log,
 }
 
@@ -148,8 +149,10 @@ pub fn salvage_storage(
         }
     }
     let newest_txid = slots.iter().map(|s| s.txid).max().unwrap_or(0);
-    // Each slot's walk, counted only; the one that loses least is read (of two that lose
-    // as little, the one that reaches the newer commit with its log).
+    // Each slot's walk, counted only. A slot that loses nothing and reaches the newest
+    // commit (with the log's records after it) is read; failing that, the one that
+    // recovers the most entries (each logged change counted as one), of two that recover
+    // as many the one that reaches the newer commit.
     let mut best: Option<Candidate> = None;
     for slot in slots {
         // (A slot past the file's end would read past the map: its page count is cut to
@@ -166,17 +169,26 @@ pub fn salvage_storage(
         );
         let mut walk = Walk::new(&snapshot);
         walk.catalog(&mut |_| Ok(()))?;
-        let lost = walk.lost.len();
         let log = crate::recovery::log_tail(storage, &slot, page_size, legacy, None)?;
+        let changes: usize = log
+            .iter()
+            .map(|(_, payload)| decode_ops(payload).map_or(0, |ops| ops.len()))
+            .sum();
         let reaches = slot.txid + log.len() as u64;
-        let better = best.as_ref().is_none_or(|&(_, _, l, r)| {
-            (lost, std::cmp::Reverse(reaches)) < (l, std::cmp::Reverse(r))
-        });
-        if better {
-            best = Some((snapshot, log, lost, reaches));
+        let score = Score {
+            whole: walk.lost.is_empty() && reaches >= newest_txid,
+            read: walk.entries + changes as u64,
+            reaches,
+        };
+        if best.as_ref().is_none_or(|b| score > b.score) {
+            best = Some(Candidate {
+                snapshot,
+                log,
+                score,
+            });
         }
     }
-    let Some((snapshot, log, _, _)) = best else {
+    let Some(Candidate { snapshot, log, .. }) = best else {
         let [slot0, slot1] = reasons;
         return Err(Error::NoValidCommit { slot0, slot1 });
     };
@@ -236,6 +248,21 @@ pub fn salvage_storage(
             }
         }
     }
+    let reached = report.txid + report.logged_commits;
+    let log_lost = report.lost.iter().any(|l| l.keys == LostKeys::Log);
+    if reached < newest_txid && !log_lost {
+        let lost = Lost {
+            table: None,
+            page: 0,
+            keys: LostKeys::Log,
+            reason: format!(
+                "a commit slot names commit {newest_txid}, but its tree does not verify \
+                 and the commit log holds only the commits up to {reached}"
+            ),
+        };
+        each(Salvaged::Lost(&lost))?;
+        report.lost.push(lost);
+    }
     Ok(report)
 }
 
@@ -248,9 +275,22 @@ fn why(e: &Error) -> String {
     }
 }
 
-/// A slot to read: its snapshot, the log's records after it (`(page, payload)`), how
-/// many parts its walk loses, and the commit it reaches with those records.
-type Candidate = (Snapshot, Vec<(u64, Vec<u8>)>, usize, u64);
+/// A slot to read: its snapshot, the log's records after it (`(page, payload)`), and how
+/// well its walk went.
+struct Candidate {
+    snapshot: Snapshot,
+    log: Vec<(u64, Vec<u8>)>,
+    score: Score,
+}
+
+/// How well a slot's walk went, better as greater: nothing lost up to the newest commit
+/// first, then the entries and logged changes read, then the commit reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Score {
+    whole: bool,
+    read: u64,
+    reaches: u64,
+}
 
 /// A walk of one snapshot's trees that skips what does not verify.
 struct Walk<'s> {

@@ -150,7 +150,7 @@ fn describe(lost: &Lost) -> String {
             .map_or_else(|| open.to_owned(), |k| literal(k).to_string())
     };
     let what = match (&lost.table, &lost.keys) {
-        (_, LostKeys::Log) => "the commit log: the commits after those recovered".to_owned(),
+        (_, LostKeys::Log) => "the commits after those recovered".to_owned(),
         (Some(t), LostKeys::Range { from, to }) => format!(
             "table {}: the keys from {} up to {}",
             Literal::Text(t.clone()),
@@ -169,7 +169,10 @@ fn describe(lost: &Lost) -> String {
         ),
         (None, LostKeys::Value(name)) => format!("the catalog: table {}", literal(name)),
     };
-    format!("{what} (page {}: {})", lost.page, lost.reason)
+    match lost.page {
+        0 => format!("{what} ({})", lost.reason),
+        page => format!("{what} (page {page}: {})", lost.reason),
+    }
 }
 
 /// Prints what was recovered and lost on standard error; the exit status.

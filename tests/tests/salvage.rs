@@ -250,3 +250,64 @@ fn a_file_that_is_not_a_database_is_refused() -> Result<(), Error> {
     assert!(matches!(result, Err(Error::NotADatabase)), "{result:?}");
     Ok(())
 }
+
+#[test]
+fn a_damaged_catalog_falls_back_to_the_older_commit_and_says_what_is_missing() -> Result<(), Error>
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("catalog.cairn");
+    let model = build(&path)?;
+    let db = Database::open(&path)?;
+    let mut w = db.begin_write()?;
+    w.open_table("alpha")?
+        .insert(b"newest", b"lost with its catalog")?;
+    w.commit()?;
+    // (Copied before the clean close, which writes the newest commit into both slots.)
+    let copy = dir.path().join("copy.cairn");
+    std::fs::copy(&path, &copy)?;
+    db.close()?;
+    let path = copy;
+    let info = cairn_engine::inspect(&path)?;
+    let newest = info
+        .slots
+        .iter()
+        .filter_map(|s| match s {
+            SlotInfo::Valid {
+                txid, catalog_page, ..
+            } => Some((*txid, *catalog_page)),
+            SlotInfo::Invalid => None,
+        })
+        .max();
+    let Some((newest_txid, catalog)) = newest else {
+        panic!("{info:?}")
+    };
+    damage(&path, catalog, 4096)?;
+    let (got, lost, report) = salvaged(&path)?;
+    let sizes = |m: &Model| {
+        m.iter()
+            .map(|(t, e)| (t.clone(), e.len()))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        got == model,
+        "{:?} {:?} {info:?}",
+        sizes(&got),
+        sizes(&model)
+    );
+    assert!(
+        report.txid + report.logged_commits < newest_txid,
+        "{report:?}"
+    );
+    assert_eq!(report.newest_txid, newest_txid);
+    assert!(
+        matches!(
+            &lost[..],
+            [Lost {
+                keys: LostKeys::Log,
+                ..
+            }]
+        ),
+        "{lost:?}"
+    );
+    Ok(())
+}
