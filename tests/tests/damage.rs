@@ -2,15 +2,17 @@
 //! flips, random bytes, zeroed sectors and pages, a page copied over another, a page
 //! replaced by an older version of itself, truncations, garbage appended. Every outcome is
 //! classed as identical, clean error, wrong answer, panic, signal, hang or out of memory;
-//! only the first two are allowed. Plus an exhaustive single-byte sweep of a small file,
-//! and damaged files of a writer that died with commits only its commit log holds.
+//! only the first two are allowed. Salvage of each damaged file must agree with the model
+//! too: what it hands over is right, and what it does not lies in what it reports lost.
+//! Plus an exhaustive single-byte sweep of a small file, and damaged files of a writer
+//! that died with commits only its commit log holds.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cairn_engine::{Database, Error, SlotInfo};
+use cairn_engine::{Database, Error, LostKeys, Salvaged, SlotInfo};
 use cairn_tests::{scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -64,8 +66,76 @@ fn build(path: &Path, page_size: usize, log: u64) -> Result<(Model, Vec<u8>), Er
     Ok((model, halfway))
 }
 
+/// Whether salvaging the damaged file agrees with the model (of its last commit): every
+/// entry it hands over (the commit log's changes applied) is the model's, and every
+/// entry of the model it does not hand over lies in a part it reports lost.
+fn salvage_agrees(path: &Path, model: &Model) -> bool {
+    let mut got = Model::new();
+    let mut lost = Vec::new();
+    let mut table = String::new();
+    let salvaged = cairn_engine::salvage(path, &mut |s| {
+        match s {
+            Salvaged::Table(name) => name.clone_into(&mut table),
+            Salvaged::Entry(k, v) => {
+                got.entry(table.clone())
+                    .or_default()
+                    .insert(k.to_vec(), v.to_vec());
+            }
+            Salvaged::Lost(l) => lost.push(l.clone()),
+            Salvaged::Put { table, key, value } => {
+                got.entry(table.to_owned())
+                    .or_default()
+                    .insert(key.to_vec(), value.to_vec());
+            }
+            Salvaged::Delete { table, key } => {
+                got.entry(table.to_owned()).or_default().remove(key);
+            }
+            Salvaged::Created(name) => {
+                got.entry(name.to_owned()).or_default();
+            }
+            Salvaged::Dropped(name) => {
+                got.remove(name);
+            }
+            _ => {}
+        }
+        Ok(())
+    });
+    // An error is clean; so is a salvage that says it lost commits (its entries may then
+    // be older values, which this model cannot judge).
+    if salvaged.is_err() || lost.iter().any(|l| l.keys == LostKeys::Log) {
+        return true;
+    }
+    let covered = |t: &str, k: &[u8]| {
+        lost.iter().any(|l| match (&l.table, &l.keys) {
+            (None, _) => true,
+            (Some(lt), LostKeys::Range { from, to }) => {
+                lt == t
+                    && from.as_deref().is_none_or(|f| k >= f)
+                    && to.as_deref().is_none_or(|e| k < e)
+            }
+            (Some(lt), LostKeys::Value(key)) => lt == t && key == k,
+            (Some(_), LostKeys::Log) => false,
+        })
+    };
+    let handed_are_right = got.iter().all(|(t, entries)| {
+        entries
+            .iter()
+            .all(|(k, v)| model.get(t).and_then(|m| m.get(k)) == Some(v))
+    });
+    let missing_are_lost = model.iter().all(|(t, entries)| {
+        entries
+            .keys()
+            .all(|k| got.get(t).is_some_and(|m| m.contains_key(k)) || covered(t, k))
+    });
+    handed_are_right && missing_are_lost
+}
+
 /// What the child found.
 fn examine(path: &Path, model: &Model) -> &'static str {
+    // (Before opening, which may write the file.)
+    if !salvage_agrees(path, model) {
+        return "wrong";
+    }
     let run = || -> Result<Option<bool>, Error> {
         let db = Database::open(path)?;
         let r = db.begin_read()?;
