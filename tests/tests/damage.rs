@@ -69,7 +69,10 @@ fn build(path: &Path, page_size: usize, log: u64) -> Result<(Model, Vec<u8>), Er
 /// Whether salvaging the damaged file agrees with the model (of its last commit): every
 /// entry it hands over (the commit log's changes applied) is the model's, and every
 /// entry of the model it does not hand over lies in a part it reports lost.
-fn salvage_agrees(path: &Path, model: &Model) -> bool {
+/// `Err` when it does not; else how much it recovered: everything (`whole`), some
+/// (`partial`: it reported losses), or nothing (`none`: an error).
+/// With it, how many of the model's entries it recovered (with the model's value).
+fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), ()> {
     let mut got = Model::new();
     let mut lost = Vec::new();
     let mut table = String::new();
@@ -102,8 +105,18 @@ fn salvage_agrees(path: &Path, model: &Model) -> bool {
     });
     // An error is clean; so is a salvage that says it lost commits (its entries may then
     // be older values, which this model cannot judge).
-    if salvaged.is_err() || lost.iter().any(|l| l.keys == LostKeys::Log) {
-        return true;
+    if salvaged.is_err() {
+        return Ok(("none", 0));
+    }
+    let recovered = model
+        .iter()
+        .map(|(t, entries)| {
+            let same = |(k, v): (&Vec<u8>, &Vec<u8>)| got.get(t).and_then(|m| m.get(k)) == Some(v);
+            entries.iter().filter(|&e| same(e)).count()
+        })
+        .sum();
+    if lost.iter().any(|l| l.keys == LostKeys::Log) {
+        return Ok(("partial", recovered));
     }
     let covered = |t: &str, k: &[u8]| {
         lost.iter().any(|l| match (&l.table, &l.keys) {
@@ -127,15 +140,19 @@ fn salvage_agrees(path: &Path, model: &Model) -> bool {
             .keys()
             .all(|k| got.get(t).is_some_and(|m| m.contains_key(k)) || covered(t, k))
     });
-    handed_are_right && missing_are_lost
+    match (handed_are_right && missing_are_lost, lost.is_empty()) {
+        (false, _) => Err(()),
+        (true, true) => Ok(("whole", recovered)),
+        (true, false) => Ok(("partial", recovered)),
+    }
 }
 
-/// What the child found.
-fn examine(path: &Path, model: &Model) -> &'static str {
+/// What the child found, opening the file and salvaging it.
+fn examine(path: &Path, model: &Model) -> (&'static str, (&'static str, usize)) {
     // (Before opening, which may write the file.)
-    if !salvage_agrees(path, model) {
-        return "wrong";
-    }
+    let Ok(salvaged) = salvage_agrees(path, model) else {
+        return ("wrong", ("wrong", 0));
+    };
     let run = || -> Result<Option<bool>, Error> {
         let db = Database::open(path)?;
         let r = db.begin_read()?;
@@ -159,11 +176,12 @@ fn examine(path: &Path, model: &Model) -> &'static str {
         }
         Ok(Some(&seen == model))
     };
-    match run() {
+    let outcome = match run() {
         Ok(Some(true)) => "identical",
         Ok(Some(false)) => "wrong",
         Ok(None) | Err(_) => "error",
-    }
+    };
+    (outcome, salvaged)
 }
 
 fn child() {
@@ -178,7 +196,11 @@ fn child() {
         512 << 20,
     );
     let model = read_model(Path::new(&model_path));
-    println!("outcome: {}", examine(Path::new(&path), &model));
+    let (outcome, salvaged) = examine(Path::new(&path), &model);
+    println!(
+        "outcome: {outcome}\nsalvage: {}\nrecovered: {}",
+        salvaged.0, salvaged.1
+    );
 }
 
 fn write_model(path: &Path, model: &Model) -> std::io::Result<()> {
@@ -213,8 +235,25 @@ fn read_model(path: &Path) -> Model {
     model
 }
 
-/// Runs the child on `file`; returns the outcome's class.
-fn classify(file: &Path, model_file: &Path) -> String {
+/// Runs the child on `file`; returns the outcome's class, and how much salvage recovered
+/// (`whole`, `partial` or `none`; empty when the child said nothing of it) with the
+/// number of entries.
+fn classify(file: &Path, model_file: &Path) -> (String, (&'static str, usize)) {
+    let (class, out) = run_child(file, model_file);
+    let salvaged = ["whole", "partial", "none"]
+        .into_iter()
+        .find(|s| out.contains(&format!("salvage: {s}\n")))
+        .unwrap_or("");
+    let recovered = out
+        .lines()
+        .find_map(|l| l.strip_prefix("recovered: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    (class, (salvaged, recovered))
+}
+
+/// Runs the child on `file`; returns the outcome's class and what it printed.
+fn run_child(file: &Path, model_file: &Path) -> (String, String) {
     let mut child = match Command::new(std::env::current_exe().unwrap_or_default())
         .args([
             "--exact",
@@ -228,7 +267,7 @@ fn classify(file: &Path, model_file: &Path) -> String {
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => return format!("spawn failed: {e}"),
+        Err(e) => return (format!("spawn failed: {e}"), String::new()),
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -240,7 +279,7 @@ fn classify(file: &Path, model_file: &Path) -> String {
                     let _ = s.read_to_string(&mut out);
                 }
                 use std::os::unix::process::ExitStatusExt;
-                return match (status.code(), status.signal()) {
+                let class = match (status.code(), status.signal()) {
                     (Some(0), _) if out.contains("outcome: identical") => "identical".into(),
                     (Some(0), _) if out.contains("outcome: error") => "clean error".into(),
                     (Some(0), _) if out.contains("outcome: wrong") => "wrong answer".into(),
@@ -249,14 +288,15 @@ fn classify(file: &Path, model_file: &Path) -> String {
                     (_, Some(sig)) => format!("signal {sig}"),
                     (code, _) => format!("exit {code:?}"),
                 };
+                return (class, out);
             }
             Ok(None) if Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return "hang".into();
+                return ("hang".into(), String::new());
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => return format!("wait failed: {e}"),
+            Err(e) => return (format!("wait failed: {e}"), String::new()),
         }
     }
 }
@@ -326,6 +366,9 @@ fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::er
     let mut rng = SmallRng::seed_from_u64(seed("damage"));
     let dir = tempfile::tempdir()?;
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    // How much salvage recovered of the files that gave a clean error.
+    let mut salvage: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut recovered, mut entries) = (0, 0);
     let per_size = scale("CAIRN_DAMAGED_FILES", 60);
     // Half the files with the default 2 MiB log, half with the smallest (16 pages): a
     // cleanly closed file's log is mostly zeros that nothing reads, and with the default
@@ -357,7 +400,7 @@ fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::er
             );
             let (what, bytes) = damage(&mut rng, &clean, &older, page);
             std::fs::write(&damaged, &bytes)?;
-            let class = classify(&damaged, &model_file);
+            let (class, salvaged) = classify(&damaged, &model_file);
             if class != "identical" && class != "clean error" {
                 panic!("{what} (page size {page}, log {log}): {class}");
             }
@@ -365,10 +408,17 @@ fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::er
             *tally
                 .entry(format!("{page} B pages, {} KiB log: {class}", log >> 10))
                 .or_insert(0) += 1;
+            if class == "clean error" {
+                *salvage.entry(salvaged.0).or_insert(0) += 1;
+                recovered += salvaged.1;
+                entries += model.values().map(BTreeMap::len).sum::<usize>();
+            }
         }
     }
     eprintln!(
-        "{} damaged files: {tally:?}; 0 wrong answers, 0 panics, 0 signals, 0 hangs",
+        "{} damaged files: {tally:?}; 0 wrong answers, 0 panics, 0 signals, 0 hangs; \
+         salvage of the clean errors: {salvage:?}, none wrong, {recovered} of their {entries} \
+         entries recovered",
         tally.values().sum::<usize>()
     );
     Ok(())
@@ -448,12 +498,12 @@ fn a_dead_writers_damaged_file_gives_its_last_commits_or_an_error()
             bytes.len() < tail.end || tail.clone().any(|at| bytes.get(at) != died.get(at));
         // (Opening for writing applies the log: each look starts from the damaged bytes.)
         std::fs::write(&damaged, &bytes)?;
-        let class = match classify(&damaged, &last_file).as_str() {
+        let class = match classify(&damaged, &last_file).0.as_str() {
             "identical" => "the last commit",
             "clean error" => "clean error",
             "wrong answer" => {
                 std::fs::write(&damaged, &bytes)?;
-                match classify(&damaged, &before_file).as_str() {
+                match classify(&damaged, &before_file).0.as_str() {
                     "identical" if touches_tail => "the commit before the last",
                     "wrong answer" if touches_tail => "an older commit (the last records lost)",
                     other => panic!(
@@ -527,7 +577,7 @@ fn every_single_byte_of_a_small_file_damaged_in_turn() -> Result<(), Box<dyn std
         let mut b = clean.clone();
         b[at] ^= 0xff;
         std::fs::write(&damaged, &b)?;
-        let outcome = std::panic::catch_unwind(|| examine(&damaged, &model));
+        let outcome = std::panic::catch_unwind(|| examine(&damaged, &model).0);
         match outcome {
             Ok("identical") => harmless += 1,
             Ok("error") => errors += 1,
