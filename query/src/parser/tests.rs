@@ -416,5 +416,5 @@ fn the_language_document_examples_parse() {
         assert!(script.errors.is_empty(), "{block}: {:?}", script.errors);
         blocks += 1;
     }
-    assert_eq!(blocks, 3);
+    assert_eq!(blocks, 4);
 }
