@@ -14,6 +14,7 @@ Usage: cairn [OPTIONS] [FILE]
        cairn info FILE                     the file's header and commit slots
        cairn check FILE                    check every page of FILE, read-only (exit 1: problems)
        cairn recover FILE > SCRIPT         a script of what a damaged FILE still holds (exit 1: losses)
+       cairn recover FILE NEW_FILE         the same, written into a new database
        cairn compact FILE                  compact FILE in place (readers may go on)
        cairn compact SRC DST               write a dense copy of SRC to DST
 

@@ -1,23 +1,100 @@
-//! `cairn recover FILE`: a script that rebuilds what a damaged database still holds
-//! (`cairn_engine::salvage`), to load into a new file as a dump is (`cairn NEW_FILE <
-//! SCRIPT`). The file is only read. Each part that could not be read is a comment in the
-//! script where its keys stood, and a line on standard error. Exit status 0 when nothing
-//! was lost, 1 when something was, 2 when nothing could be read.
+//! `cairn recover FILE`: what a damaged database still holds (`cairn_engine::salvage`),
+//! as a script to load into a new file as a dump is (`cairn NEW_FILE < SCRIPT`), or, with
+//! `cairn recover FILE NEW_FILE`, written straight into a new database (values over the
+//! language's 16 MiB limit too). The damaged file is only read. Each part that could not be
+//! read is a line on standard error (and a comment in the script where its keys stood).
+//! Exit status 0 when nothing was lost, 1 when something was, 2 when nothing could be read.
 
 use std::io::{self, BufWriter, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
-use cairn_engine::{Lost, LostKeys, SalvageReport, Salvaged};
+use cairn_engine::{Database, Lost, LostKeys, SalvageReport, Salvaged, WriteTxn};
 use cairn_query::{DEFAULT_TABLE, Limits, Literal};
 
 use crate::dump::literal;
 
 /// Runs `cairn recover` with `args` (after `recover`).
 pub fn main(args: &[String]) -> ExitCode {
-    let [file] = args else {
-        eprintln!("cairn recover: usage: cairn recover FILE > SCRIPT");
+    match args {
+        [file] => to_script(file),
+        [file, new] => into_database(file, new),
+        _ => {
+            eprintln!(
+                "cairn recover: usage: cairn recover FILE > SCRIPT, or cairn recover FILE NEW_FILE"
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes what `file` holds into the new database `new`, in one transaction.
+fn into_database(file: &str, new: &str) -> ExitCode {
+    if Path::new(new).exists() {
+        eprintln!("cairn recover: {new} exists: recover writes a new database");
         return ExitCode::from(2);
-    };
+    }
+    let rebuilt = Database::create(new).and_then(|db| {
+        let mut rebuild = Rebuild {
+            txn: db.begin_write()?,
+            table: String::new(),
+        };
+        let report =
+            cairn_engine::salvage(file, &mut |s| rebuild.write(s).map_err(io::Error::other))?;
+        rebuild.txn.commit()?;
+        db.close()?;
+        Ok(report)
+    });
+    match rebuilt {
+        Ok(report) => {
+            eprintln!("cairn recover: written to {new}");
+            summary(file, &report, &[])
+        }
+        Err(e) => {
+            // (Nothing half-made is left behind.)
+            let _ = std::fs::remove_file(new);
+            eprintln!("cairn recover: cannot recover {file} into {new}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes what salvage hands over into a write transaction.
+struct Rebuild {
+    txn: WriteTxn,
+    /// The table whose entries come.
+    table: String,
+}
+
+impl Rebuild {
+    fn write(&mut self, s: Salvaged<'_>) -> cairn_engine::Result<()> {
+        let txn = &mut self.txn;
+        match s {
+            Salvaged::Table(name) => {
+                txn.open_or_create_table(name)?;
+                name.clone_into(&mut self.table);
+            }
+            Salvaged::Entry(key, value) => {
+                txn.open_table(&self.table)?.insert(key, value)?;
+            }
+            Salvaged::Put { table, key, value } => {
+                txn.open_or_create_table(table)?.insert(key, value)?;
+            }
+            Salvaged::Delete { table, key } if txn.table_exists(table)? => {
+                txn.open_table(table)?.remove(key)?;
+            }
+            Salvaged::Created(name) => {
+                txn.open_or_create_table(name)?;
+            }
+            Salvaged::Dropped(name) if txn.table_exists(name)? => txn.drop_table(name)?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Prints the script that rebuilds what `file` holds.
+fn to_script(file: &str) -> ExitCode {
     let stdout = io::stdout();
     let mut script = Script {
         out: BufWriter::new(stdout.lock()),

@@ -174,6 +174,20 @@ fn recover_rebuilds_what_a_damaged_file_still_holds() {
     assert!((400..600).contains(&kept), "{counts}");
     assert!(counts.contains("main\t1\n"), "{counts}");
 
+    // Straight into a new database: the same entries; an existing file is refused.
+    let d = dir.path().join("d.cairn");
+    let into = cairn(&["recover", path(&a), path(&d)], b"");
+    assert_eq!(into.status.code(), Some(1), "{}", text(&into.stderr));
+    assert!(into.stdout.is_empty());
+    assert_eq!(dump(&c), dump(&d));
+    let again = cairn(&["recover", path(&a), path(&d)], b"");
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        text(&again.stderr).contains("exists"),
+        "{}",
+        text(&again.stderr)
+    );
+
     // Not a database, or no file: exit 2.
     let not_db = dir.path().join("notes.txt");
     std::fs::write(&not_db, "hello").unwrap_or_else(|e| panic!("{e}"));
@@ -182,6 +196,38 @@ fn recover_rebuilds_what_a_damaged_file_still_holds() {
         assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
         assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
     }
+}
+
+#[test]
+fn recover_into_a_database_keeps_values_a_script_cannot_hold() -> cairn_engine::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (a, b) = (dir.path().join("a.cairn"), dir.path().join("b.cairn"));
+    let big = vec![7u8; 17 << 20];
+    let db = cairn_engine::Database::create(&a)?;
+    let mut w = db.begin_write()?;
+    let mut t = w.open_or_create_table("big")?;
+    t.insert(b"large", &big)?;
+    t.insert(b"small", b"v")?;
+    w.commit()?;
+    db.close()?;
+    // A script cannot hold the 17 MiB value: it says so, and exits 1.
+    let script = cairn(&["recover", path(&a)], b"");
+    assert_eq!(script.status.code(), Some(1));
+    let err = text(&script.stderr);
+    assert!(
+        err.contains("not recovered: table 'big': the value of 'large' (17825792 bytes"),
+        "{err}"
+    );
+    assert!(text(&script.stdout).contains("PUT 'small' 'v'"));
+    // A new database holds it.
+    let into = cairn(&["recover", path(&a), path(&b)], b"");
+    assert_eq!(into.status.code(), Some(0), "{}", text(&into.stderr));
+    let db = cairn_engine::Database::open(&b)?;
+    let r = db.begin_read()?;
+    let t = r.open_table("big")?;
+    assert_eq!(t.get(b"large")?, Some(&big[..]));
+    assert_eq!(t.len(), 2);
+    Ok(())
 }
 
 #[test]
