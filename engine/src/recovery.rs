@@ -164,12 +164,12 @@ pub(crate) fn read_header(storage: &dyn Storage) -> Result<Header> {
     Ok(header)
 }
 
-/// Opens the newest commit whose pages are intact. With `writable`, the chosen state is
-/// synced, so that it counts as durable from here on.
-pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
-    let header = read_header(storage)?;
-    let page_size = header.page_size as usize;
-    let len = storage.len();
+/// The commit slots that verify, each with its index (0 or 1); and for each slot that
+/// does not, why (empty for one that does).
+type Slots = (Vec<(Slot, usize)>, [String; 2]);
+
+/// Reads both commit slots: see [`Slots`].
+pub(crate) fn read_slots(storage: &dyn Storage, page_size: usize) -> Result<Slots> {
     let mut slots = Vec::new();
     let mut reasons = [String::new(), String::new()];
     for (i, reason) in reasons.iter_mut().enumerate() {
@@ -180,6 +180,16 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
             None => *reason = "never written, torn or damaged (checksum mismatch)".into(),
         }
     }
+    Ok((slots, reasons))
+}
+
+/// Opens the newest commit whose pages are intact. With `writable`, the chosen state is
+/// synced, so that it counts as durable from here on.
+pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
+    let header = read_header(storage)?;
+    let page_size = header.page_size as usize;
+    let len = storage.len();
+    let (mut slots, mut reasons) = read_slots(storage, page_size)?;
     // Newest first; of two copies of one commit, the one that knows it is durable.
     slots.sort_by_key(|(s, _)| std::cmp::Reverse((s.txid, s.durable_txid)));
     // The newest commit a slot names: a writable open that opens an older one (and replays

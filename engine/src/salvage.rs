@@ -15,10 +15,7 @@ use std::sync::Arc;
 
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::format::{
-    ChildRef, LOG_UNITS_VERSION, LogOp, SLOT_LEN, SLOT_OFFSET, Slot, TableMeta, ValueRef,
-    decode_ops,
-};
+use crate::format::{ChildRef, LOG_UNITS_VERSION, LogOp, Slot, TableMeta, ValueRef, decode_ops};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet};
 use crate::storage::{FileStorage, Storage};
 
@@ -135,17 +132,12 @@ pub fn salvage_storage(
     let header = crate::recovery::read_header(storage)?;
     let page_size = header.page_size as usize;
     let legacy = header.version < LOG_UNITS_VERSION;
+    let (decoded, mut reasons) = crate::recovery::read_slots(storage, page_size)?;
     let mut slots = Vec::new();
-    let mut reasons = [String::new(), String::new()];
-    for (i, reason) in reasons.iter_mut().enumerate() {
-        let mut b = [0u8; SLOT_LEN];
-        storage.read((i * page_size + SLOT_OFFSET) as u64, &mut b)?;
-        match Slot::decode(&b) {
-            Some(s) => match crate::recovery::check_log_run(&s, page_size) {
-                Ok(()) => slots.push(s),
-                Err(e) => *reason = why(&e),
-            },
-            None => *reason = "never written, torn or damaged (checksum mismatch)".into(),
+    for (slot, i) in decoded {
+        match crate::recovery::check_log_run(&slot, page_size) {
+            Ok(()) => slots.push(slot),
+            Err(e) => reasons[i] = why(&e),
         }
     }
     let newest_txid = slots.iter().map(|s| s.txid).max().unwrap_or(0);

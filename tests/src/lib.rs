@@ -1,6 +1,7 @@
 //! Helpers shared by Cairn's integration tests (the tests themselves are in `tests/`).
 
 pub mod fuzz;
+pub mod salvaged;
 
 use std::ops::Deref;
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cairn_engine::{Database, Error, LostKeys, Salvaged, SlotInfo};
+use cairn_engine::{Database, Error, LostKeys, SlotInfo};
 use cairn_tests::{scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -73,41 +73,13 @@ fn build(path: &Path, page_size: usize, log: u64) -> Result<(Model, Vec<u8>), Er
 /// (`partial`: it reported losses), or nothing (`none`: an error).
 /// With it, how many of the model's entries it recovered (with the model's value).
 fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), ()> {
-    let mut got = Model::new();
-    let mut lost = Vec::new();
-    let mut table = String::new();
-    let salvaged = cairn_engine::salvage(path, &mut |s| {
-        match s {
-            Salvaged::Table(name) => name.clone_into(&mut table),
-            Salvaged::Entry(k, v) => {
-                got.entry(table.clone())
-                    .or_default()
-                    .insert(k.to_vec(), v.to_vec());
-            }
-            Salvaged::Lost(l) => lost.push(l.clone()),
-            Salvaged::Put { table, key, value } => {
-                got.entry(table.to_owned())
-                    .or_default()
-                    .insert(key.to_vec(), value.to_vec());
-            }
-            Salvaged::Delete { table, key } => {
-                got.entry(table.to_owned()).or_default().remove(key);
-            }
-            Salvaged::Created(name) => {
-                got.entry(name.to_owned()).or_default();
-            }
-            Salvaged::Dropped(name) => {
-                got.remove(name);
-            }
-            _ => {}
-        }
-        Ok(())
-    });
-    // An error is clean; so is a salvage that says it lost commits (its entries may then
-    // be older values, which this model cannot judge).
-    if salvaged.is_err() {
+    // An error is clean.
+    let Ok(cairn_tests::salvaged::Collected {
+        tables: got, lost, ..
+    }) = cairn_tests::salvaged::salvage(path)
+    else {
         return Ok(("none", 0));
-    }
+    };
     let recovered = model
         .iter()
         .map(|(t, entries)| {
@@ -115,6 +87,8 @@ fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), (
             entries.iter().filter(|&e| same(e)).count()
         })
         .sum();
+    // So is a salvage that says it lost commits: its entries may then be older values,
+    // which this model cannot judge.
     if lost.iter().any(|l| l.keys == LostKeys::Log) {
         return Ok(("partial", recovered));
     }

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use cairn_engine::{Database, Error, Lost, LostKeys, SalvageReport, Salvaged, SlotInfo, salvage};
+use cairn_engine::{Database, Error, Lost, LostKeys, SalvageReport, SlotInfo, salvage};
 
-type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+type Model = cairn_tests::salvaged::Tables;
 
 /// Two tables of 2,000 entries (every hundredth value in an overflow run), closed.
 fn build(path: &Path) -> Result<Model, Error> {
@@ -35,40 +35,8 @@ fn build(path: &Path) -> Result<Model, Error> {
 /// Salvages `path`: the tables and entries handed over (log changes applied), the
 /// losses handed over in line, and the report.
 fn salvaged(path: &Path) -> Result<(Model, Vec<Lost>, SalvageReport), Error> {
-    let mut got = Model::new();
-    let mut lost = Vec::new();
-    let mut current = String::new();
-    let report = salvage(path, &mut |s| {
-        match s {
-            Salvaged::Table(name) => {
-                current = name.to_owned();
-                got.entry(current.clone()).or_default();
-            }
-            Salvaged::Entry(k, v) => {
-                got.entry(current.clone())
-                    .or_default()
-                    .insert(k.to_vec(), v.to_vec());
-            }
-            Salvaged::Lost(l) => lost.push(l.clone()),
-            Salvaged::Put { table, key, value } => {
-                got.entry(table.to_owned())
-                    .or_default()
-                    .insert(key.to_vec(), value.to_vec());
-            }
-            Salvaged::Delete { table, key } => {
-                got.entry(table.to_owned()).or_default().remove(key);
-            }
-            Salvaged::Created(name) => {
-                got.entry(name.to_owned()).or_default();
-            }
-            Salvaged::Dropped(name) => {
-                got.remove(name);
-            }
-            _ => {}
-        }
-        Ok(())
-    })?;
-    Ok((got, lost, report))
+    let c = cairn_tests::salvaged::salvage(path)?;
+    Ok((c.tables, c.lost, c.report))
 }
 
 /// The pages of `kind` that hold table `owner`'s entries, from the file's page map.
