@@ -29,6 +29,9 @@ Options:
   -readonly             open FILE read-only
   -txnmemory SIZE       memory a write transaction's changed pages may take before it
                         writes some to the file (bytes, or with K, M or G; default 512M)
+  -logsize SIZE         the commit log of a file the shell creates (default 2M; 0: none,
+                        every durable commit syncs the file): a smaller log makes a
+                        smaller file and slower durable commits
   -mode MODE            output mode: table, plain, csv, json or line
   -header, -noheader    print column names, or not
   -h, -help             print this help
@@ -56,6 +59,8 @@ pub struct Options {
     pub read_only: bool,
     /// `Builder::txn_memory`, when given.
     pub txn_memory: Option<usize>,
+    /// `Builder::log_size` for a file the shell creates, when given.
+    pub log_size: Option<u64>,
     pub mode: Option<Mode>,
     pub headers: Option<bool>,
     pub help: bool,
@@ -84,6 +89,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             Some("txnmemory" | "txn-memory") => {
                 let size = value(arg)?;
                 o.txn_memory = Some(parse_size(&size).ok_or_else(|| format!("bad size {size:?}"))?);
+            }
+            Some("logsize" | "log-size") => {
+                let size = value(arg)?;
+                let bytes = parse_size(&size).ok_or_else(|| format!("bad size {size:?}"))?;
+                o.log_size = Some(bytes as u64);
             }
             Some("mode") => {
                 let m = value(arg)?;
@@ -183,6 +193,8 @@ mod tests {
         ] {
             let o = parse(&args(&["--txn-memory", text]));
             assert_eq!(o.map(|o| o.txn_memory), Ok(Some(bytes)), "{text}");
+            let o = parse(&args(&["-logsize", text]));
+            assert_eq!(o.map(|o| o.log_size), Ok(Some(bytes as u64)), "{text}");
         }
     }
 }

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 
 use cli::Source;
 use render::Mode;
-use shell::{Access, Flow, Settings, Shell};
+use shell::{Access, Flow, Settings, Shell, Tuning};
 
 /// A subcommand: `cairn gen`, `cairn bench`.
 type Tool = fn(&[String]) -> anyhow::Result<()>;
@@ -98,7 +98,11 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         (false, true) => Access::WriteOrRead,
         (false, false) => Access::Write,
     };
-    let opened = match shell::open_session(options.file.as_deref(), access, options.txn_memory) {
+    let tuning = Tuning {
+        txn_memory: options.txn_memory,
+        log_size: options.log_size,
+    };
+    let opened = match shell::open_session(options.file.as_deref(), access, tuning) {
         Ok(opened) => opened,
         Err(e) => {
             eprintln!("cairn: {e:#}");
@@ -115,7 +119,7 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         headers: options.headers.unwrap_or(mode == Mode::Table),
         timer: false,
         bail: options.bail,
-        txn_memory: options.txn_memory,
+        tuning,
         interactive,
     };
     let mut shell = Shell::new(opened.session, opened.label, settings);

@@ -35,8 +35,8 @@ pub struct Settings {
     pub headers: bool,
     pub timer: bool,
     pub bail: bool,
-    /// `Builder::txn_memory` for the databases the shell opens, when given.
-    pub txn_memory: Option<usize>,
+    /// Engine choices for the databases the shell opens.
+    pub tuning: Tuning,
     /// Whether a person types the input (the REPL): `.open` then opens read-only a file
     /// it cannot write (another process writes it, or this user may not), where a script
     /// fails.
@@ -75,6 +75,15 @@ pub fn row_writer<'w>(
     Ok(if to_file { w.natural_width() } else { w })
 }
 
+/// Engine choices for the databases the shell opens, when the command line gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// `Builder::txn_memory` (`-txnmemory`).
+    pub txn_memory: Option<usize>,
+    /// `Builder::log_size` for a file the shell creates (`-logsize`).
+    pub log_size: Option<u64>,
+}
+
 /// How the shell opens a database file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -97,21 +106,20 @@ pub struct Opened {
     pub read_only_because: Option<String>,
 }
 
-/// Opens `file` (created if missing unless read-only), or a database in memory, whose
-/// write transactions spill past `txn_memory` bytes (the engine's default when `None`).
+/// Opens `file` (created if missing unless read-only), or a database in memory, with the
+/// engine choices of `tuning` (the engine's defaults where it gives none).
 ///
 /// # Errors
 /// When the file cannot be opened, with the engine's reason; when it cannot be written
 /// (another process writes it, or this user may not) and `access` is [`Access::Write`],
 /// with a hint to open it read-only.
-pub fn open_session(
-    file: Option<&Path>,
-    access: Access,
-    txn_memory: Option<usize>,
-) -> anyhow::Result<Opened> {
+pub fn open_session(file: Option<&Path>, access: Access, tuning: Tuning) -> anyhow::Result<Opened> {
     let mut builder = Database::builder();
-    if let Some(bytes) = txn_memory {
+    if let Some(bytes) = tuning.txn_memory {
         builder = builder.txn_memory(bytes);
+    }
+    if let Some(bytes) = tuning.log_size {
+        builder = builder.log_size(bytes);
     }
     let Some(path) = file else {
         return Ok(Opened {
@@ -461,18 +469,18 @@ impl Shell {
             _ => None,
         };
         if reopening.is_some() {
-            match open_session(None, Access::Write, self.settings.txn_memory) {
+            match open_session(None, Access::Write, self.settings.tuning) {
                 Ok(in_memory) => self.replace(in_memory)?,
                 Err(e) => return self.error(&format!("{e:#}")),
             }
         }
-        match open_session(file, access, self.settings.txn_memory) {
+        match open_session(file, access, self.settings.tuning) {
             Ok(opened) => self.replace(opened),
             Err(e) => {
                 self.error(&format!("{e:#}"))?;
                 match reopening {
                     Some(path) => {
-                        match open_session(Some(path), Access::Write, self.settings.txn_memory) {
+                        match open_session(Some(path), Access::Write, self.settings.tuning) {
                             Ok(opened) => self.replace(opened),
                             Err(again) => self.error(&format!(
                                 "{again:#}: the shell goes on with a database in memory"

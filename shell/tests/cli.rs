@@ -199,6 +199,32 @@ fn recover_rebuilds_what_a_damaged_file_still_holds() {
 }
 
 #[test]
+fn logsize_chooses_the_commit_log_of_a_new_file() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let info = |p: &Path| text(&cairn(&["info", path(p)], b"").stdout);
+    for (size, pages) in [("64K", "2+16"), ("0", "0+0"), ("1M", "2+256")] {
+        let db = dir.path().join(format!("log-{size}.cairn"));
+        let o = cairn(&["-logsize", size, path(&db), "-c", "PUT 1 1"], b"");
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(
+            info(&db).contains(&format!("commit log pages {pages}\n")),
+            "{}",
+            info(&db)
+        );
+    }
+    // Over the engine's limit: the file is not created.
+    let db = dir.path().join("huge-log.cairn");
+    let o = cairn(&["-logsize", "100M", path(&db), "-c", "PUT 1 1"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("exceeds the limit"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!db.exists());
+}
+
+#[test]
 fn recover_into_a_database_keeps_values_a_script_cannot_hold() -> cairn_engine::Result<()> {
     let dir = tempfile::tempdir()?;
     let (a, b) = (dir.path().join("a.cairn"), dir.path().join("b.cairn"));
