@@ -30,10 +30,14 @@ pub fn main(args: &[String]) -> ExitCode {
             for problem in &report.problems {
                 println!("{problem}");
             }
+            eprintln!("cairn check: {}", crate::recover::hint(file));
             ExitCode::from(1)
         }
         Err(e) => {
             eprintln!("cairn check: cannot check {file}: {e}");
+            if crate::recover::damaged(&e) {
+                eprintln!("cairn check: {}", crate::recover::hint(file));
+            }
             ExitCode::from(2)
         }
     }

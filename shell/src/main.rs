@@ -106,6 +106,12 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         Ok(opened) => opened,
         Err(e) => {
             eprintln!("cairn: {e:#}");
+            if let Some(file) = options.file.as_deref()
+                && e.downcast_ref::<cairn_engine::Error>()
+                    .is_some_and(recover::damaged)
+            {
+                eprintln!("cairn: {}", recover::hint(&file.display().to_string()));
+            }
             return Ok(ExitCode::from(2));
         }
     };

@@ -28,6 +28,22 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
+/// What to tell someone whose file `file` is damaged: how to save what it still holds.
+pub fn hint(file: &str) -> String {
+    format!(
+        "the file is damaged: `cairn recover {file} > SCRIPT` (or `cairn recover {file} \
+         NEW_FILE`) saves what it still holds"
+    )
+}
+
+/// Whether `e` says a file is damaged in a way `cairn recover` may get the data past (a
+/// damaged page, a file cut short; not two unreadable commit slots, which leave it no
+/// tree to start from).
+pub fn damaged(e: &cairn_engine::Error) -> bool {
+    use cairn_engine::Error::{Corruption, Truncated};
+    matches!(e, Corruption { .. } | Truncated { .. })
+}
+
 /// Writes what `file` holds into the new database `new`, in one transaction.
 fn into_database(file: &str, new: &str) -> ExitCode {
     if Path::new(new).exists() {

@@ -188,6 +188,27 @@ fn recover_rebuilds_what_a_damaged_file_still_holds() {
         text(&again.stderr)
     );
 
+    // A file cut short does not open; the shell says how to save what it holds, and
+    // recover saves what lies before the cut.
+    let cut = dir.path().join("cut.cairn");
+    let whole = std::fs::read(&a).unwrap_or_default();
+    std::fs::write(&cut, &whole[..whole.len() - 6 * 4096]).unwrap_or_else(|e| panic!("{e}"));
+    let open = cairn(&[path(&cut), "-c", "COUNT"], b"");
+    assert_eq!(open.status.code(), Some(2));
+    assert!(
+        text(&open.stderr).contains(&format!("`cairn recover {} > SCRIPT`", path(&cut))),
+        "{}",
+        text(&open.stderr)
+    );
+    let from_cut = cairn(&["recover", path(&cut)], b"");
+    assert_eq!(
+        from_cut.status.code(),
+        Some(1),
+        "{}",
+        text(&from_cut.stderr)
+    );
+    assert!(text(&from_cut.stdout).contains("PUT 'key"));
+
     // Not a database, or no file: exit 2.
     let not_db = dir.path().join("notes.txt");
     std::fs::write(&not_db, "hello").unwrap_or_else(|e| panic!("{e}"));
@@ -307,10 +328,21 @@ fn check_fails_the_batch_and_cairn_check_on_a_damaged_file() {
         out.contains("problems found") && out.contains("checksum"),
         "{out}"
     );
+    // It says how to save what the file still holds.
+    assert!(
+        text(&bad.stderr).contains(&format!("`cairn recover {} > SCRIPT`", path(&db))),
+        "{}",
+        text(&bad.stderr)
+    );
     let missing = dir.path().join("missing.cairn");
     let none = cairn(&["check", path(&missing)], b"");
     assert_eq!(none.status.code(), Some(2));
     assert!(!missing.exists(), "check creates nothing");
+    assert!(
+        !text(&none.stderr).contains("recover"),
+        "{}",
+        text(&none.stderr)
+    );
 }
 
 #[test]
