@@ -2,22 +2,24 @@
 //! file that `check` finds damaged, or that does not open at all: every entry whose pages
 //! verify, and, in their key order, what could not be read.
 //!
-//! The commit read is the one that loses least: a slot's tree is walked from its catalog,
-//! each page verified against its parent's checksum; a page that fails is skipped with
-//! the keys its parent gives it, and the walk goes on with the next. Then the commits the
-//! commit log holds after it are handed over, change by change, as recovery would replay
-//! them. Nothing is written to the file.
+//! Each slot's tree is walked from its catalog, each page verified against its parent's
+//! checksum; a page that fails is skipped with the keys its parent gives it, and the walk
+//! goes on with the next (`salvage/walk.rs`). The slot read is one that loses nothing up
+//! to the newest commit (with the commit log's records after it), else the one that
+//! recovers the most. Then the commits the commit log holds after it are handed over,
+//! change by change, as recovery would replay them. Nothing is written to the file.
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::format::{ChildRef, LOG_UNITS_VERSION, LogOp, Slot, TableMeta, ValueRef, decode_ops};
-use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet};
+use crate::format::{LOG_UNITS_VERSION, LogOp, Slot, decode_ops};
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 use crate::storage::{FileStorage, Storage};
+
+mod walk;
+use walk::Walk;
 
 /// Keys that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,22 +196,6 @@ pub fn salvage_storage(
         lost: walk.lost,
         logged_commits: 0,
     };
-    // A damaged record that a later one proves durable ends what can be replayed: the
-    // records before it are handed over, and the loss is reported.
-    let newest = Some(newest_txid);
-    if let Err(e) = crate::recovery::log_tail(storage, &snapshot.slot, page_size, legacy, newest) {
-        let lost = Lost {
-            table: None,
-            page: match e {
-                Error::Corruption { page, .. } => page,
-                _ => 0,
-            },
-            keys: LostKeys::Log,
-            reason: why(&e),
-        };
-        each(Salvaged::Lost(&lost))?;
-        report.lost.push(lost);
-    }
     for (page, payload) in &log {
         let Some(ops) = decode_ops(payload) else {
             let lost = Lost {
@@ -240,6 +226,22 @@ pub fn salvage_storage(
             }
         }
     }
+    // A damaged record that a later one proves durable ends what could be replayed: the
+    // records before it were handed over; the loss is reported after them.
+    let newest = Some(newest_txid);
+    if let Err(e) = crate::recovery::log_tail(storage, &snapshot.slot, page_size, legacy, newest) {
+        let lost = Lost {
+            table: None,
+            page: match e {
+                Error::Corruption { page, .. } => page,
+                _ => 0,
+            },
+            keys: LostKeys::Log,
+            reason: why(&e),
+        };
+        each(Salvaged::Lost(&lost))?;
+        report.lost.push(lost);
+    }
     let reached = report.txid + report.logged_commits;
     let log_lost = report.lost.iter().any(|l| l.keys == LostKeys::Log);
     if reached < newest_txid && !log_lost {
@@ -260,7 +262,7 @@ pub fn salvage_storage(
 
 /// Why a page could not be read: the damage found, without the page's number (a
 /// [`Lost`] names it).
-fn why(e: &Error) -> String {
+pub(crate) fn why(e: &Error) -> String {
     match e {
         Error::Corruption { reason, .. } => reason.clone(),
         e => e.to_string(),
@@ -282,189 +284,4 @@ struct Score {
     whole: bool,
     read: u64,
     reaches: u64,
-}
-
-/// A walk of one snapshot's trees that skips what does not verify.
-struct Walk<'s> {
-    snap: &'s Snapshot,
-    /// Pages walked: a page met twice (only a crafted file has one) is not walked again,
-    /// so that the walk takes at most one visit a page.
-    seen: HashSet<u64>,
-    tables: u64,
-    entries: u64,
-    lost: Vec<Lost>,
-}
-
-/// The keys a subtree holds: from the first (inclusive) to the second (exclusive).
-type Bounds<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
-
-impl<'s> Walk<'s> {
-    fn new(snap: &'s Snapshot) -> Walk<'s> {
-        Walk {
-            snap,
-            seen: HashSet::new(),
-            tables: 0,
-            entries: 0,
-            lost: Vec::new(),
-        }
-    }
-
-    fn lose(
-        &mut self,
-        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
-        table: Option<&str>,
-        page: u64,
-        keys: LostKeys,
-        reason: String,
-    ) -> Result<()> {
-        let lost = Lost {
-            table: table.map(str::to_owned),
-            page,
-            keys,
-            reason,
-        };
-        each(Salvaged::Lost(&lost))?;
-        self.lost.push(lost);
-        Ok(())
-    }
-
-    fn catalog(&mut self, each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>) -> Result<()> {
-        let root = self.snap.slot.catalog;
-        if root.page == 0 {
-            return Ok(());
-        }
-        self.tree(each, None, root, (None, None), 0)
-    }
-
-    /// Walks the subtree at `r`, holding the keys in `bounds`: of table `table`, or of the
-    /// catalog (`None`), where each entry names a table whose tree is walked in turn.
-    fn tree(
-        &mut self,
-        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
-        table: Option<&str>,
-        r: ChildRef,
-        bounds: Bounds<'_>,
-        depth: usize,
-    ) -> Result<()> {
-        let range = || LostKeys::Range {
-            from: bounds.0.map(<[u8]>::to_vec),
-            to: bounds.1.map(<[u8]>::to_vec),
-        };
-        if depth > MAX_DEPTH {
-            return self.lose(
-                each,
-                table,
-                r.page,
-                range(),
-                "tree too deep (a cycle?)".into(),
-            );
-        }
-        if !self.seen.insert(r.page) {
-            let why = "page referenced twice".into();
-            return self.lose(each, table, r.page, range(), why);
-        }
-        let snap = self.snap;
-        let page = match snap.tree_page(r) {
-            Ok(page) => page,
-            Err(e) => return self.lose(each, table, r.page, range(), why(&e)),
-        };
-        match page {
-            TreePage::Branch(b) => {
-                for i in 0..=b.keys() {
-                    let sep = |j: usize| b.key(j).ok();
-                    let lo = if i == 0 { bounds.0 } else { sep(i - 1) };
-                    let hi = if i == b.keys() { bounds.1 } else { sep(i) };
-                    match b.child(i) {
-                        Ok(child) => self.tree(each, table, child, (lo, hi), depth + 1)?,
-                        Err(e) => {
-                            let keys = LostKeys::Range {
-                                from: lo.map(<[u8]>::to_vec),
-                                to: hi.map(<[u8]>::to_vec),
-                            };
-                            self.lose(each, table, r.page, keys, why(&e))?;
-                        }
-                    }
-                }
-                Ok(())
-            }
-            TreePage::Leaf(l) => {
-                for i in 0..l.len() {
-                    let (key, value) = match l.entry(i) {
-                        Ok(entry) => entry,
-                        Err(e) => {
-                            // The rest of the leaf, from the last key read.
-                            let from = match i {
-                                0 => bounds.0.map(<[u8]>::to_vec),
-                                _ => l.key(i - 1).ok().map(|k| {
-                                    let mut after = k.to_vec();
-                                    after.push(0);
-                                    after
-                                }),
-                            };
-                            let to = bounds.1.map(<[u8]>::to_vec);
-                            let keys = LostKeys::Range { from, to };
-                            return self.lose(each, table, r.page, keys, why(&e));
-                        }
-                    };
-                    match table {
-                        Some(_) => self.entry(each, table, key, value)?,
-                        None => self.table(each, r.page, key, value)?,
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// An entry of table `table`, its value read from its overflow run if need be.
-    fn entry(
-        &mut self,
-        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
-        table: Option<&str>,
-        key: &[u8],
-        value: ValueRef<'_>,
-    ) -> Result<()> {
-        let snap = self.snap;
-        let value = match value {
-            ValueRef::Inline(v) => v,
-            ValueRef::Overflow(o) => match snap.overflow(o) {
-                Ok(v) => v,
-                Err(e) => {
-                    let keys = LostKeys::Value(key.to_vec());
-                    return self.lose(each, table, o.page, keys, why(&e));
-                }
-            },
-        };
-        each(Salvaged::Entry(key, value))?;
-        self.entries += 1;
-        Ok(())
-    }
-
-    /// The catalog entry of table `name` (in leaf `page`): the table and its tree.
-    fn table(
-        &mut self,
-        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
-        page: u64,
-        name: &[u8],
-        value: ValueRef<'_>,
-    ) -> Result<()> {
-        let name = String::from_utf8_lossy(name).into_owned();
-        let meta = match value {
-            ValueRef::Inline(v) => TableMeta::decode(v),
-            ValueRef::Overflow(_) => None,
-        };
-        let Some(meta) = meta else {
-            let keys = LostKeys::Range {
-                from: None,
-                to: None,
-            };
-            return self.lose(each, Some(&name), page, keys, "bad catalog entry".into());
-        };
-        each(Salvaged::Table(&name))?;
-        self.tables += 1;
-        match meta.root {
-            Some(root) => self.tree(each, Some(&name), root, (None, None), 0),
-            None => Ok(()),
-        }
-    }
 }

@@ -1,0 +1,198 @@
+//! The walk of one snapshot's trees for [`super::salvage`]: every page verified against
+//! its parent's checksum, a page that fails skipped with the keys its parent gives it.
+
+use std::collections::HashSet;
+
+use super::{Lost, LostKeys, Salvaged, why};
+use crate::btree::MAX_DEPTH;
+use crate::error::Result;
+use crate::format::{ChildRef, TableMeta, ValueRef};
+use crate::pager::{Snapshot, TreePage};
+
+/// A walk of one snapshot's trees that skips what does not verify.
+pub(super) struct Walk<'s> {
+    snap: &'s Snapshot,
+    /// Pages walked: a page met twice (only a crafted file has one) is not walked again,
+    /// so that the walk takes at most one visit a page.
+    seen: HashSet<u64>,
+    pub tables: u64,
+    pub entries: u64,
+    pub lost: Vec<Lost>,
+}
+
+/// The keys a subtree holds: from the first (inclusive) to the second (exclusive).
+type Bounds<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+impl<'s> Walk<'s> {
+    pub fn new(snap: &'s Snapshot) -> Walk<'s> {
+        Walk {
+            snap,
+            seen: HashSet::new(),
+            tables: 0,
+            entries: 0,
+            lost: Vec::new(),
+        }
+    }
+
+    fn lose(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        table: Option<&str>,
+        page: u64,
+        keys: LostKeys,
+        reason: String,
+    ) -> Result<()> {
+        let lost = Lost {
+            table: table.map(str::to_owned),
+            page,
+            keys,
+            reason,
+        };
+        each(Salvaged::Lost(&lost))?;
+        self.lost.push(lost);
+        Ok(())
+    }
+
+    pub fn catalog(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+    ) -> Result<()> {
+        let root = self.snap.slot.catalog;
+        if root.page == 0 {
+            return Ok(());
+        }
+        self.tree(each, None, root, (None, None), 0)
+    }
+
+    /// Walks the subtree at `r`, holding the keys in `bounds`: of table `table`, or of the
+    /// catalog (`None`), where each entry names a table whose tree is walked in turn.
+    fn tree(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        table: Option<&str>,
+        r: ChildRef,
+        bounds: Bounds<'_>,
+        depth: usize,
+    ) -> Result<()> {
+        let range = || LostKeys::Range {
+            from: bounds.0.map(<[u8]>::to_vec),
+            to: bounds.1.map(<[u8]>::to_vec),
+        };
+        if depth > MAX_DEPTH {
+            return self.lose(
+                each,
+                table,
+                r.page,
+                range(),
+                "tree too deep (a cycle?)".into(),
+            );
+        }
+        if !self.seen.insert(r.page) {
+            let why = "page referenced twice".into();
+            return self.lose(each, table, r.page, range(), why);
+        }
+        let snap = self.snap;
+        let page = match snap.tree_page(r) {
+            Ok(page) => page,
+            Err(e) => return self.lose(each, table, r.page, range(), why(&e)),
+        };
+        match page {
+            TreePage::Branch(b) => {
+                for i in 0..=b.keys() {
+                    let sep = |j: usize| b.key(j).ok();
+                    let lo = if i == 0 { bounds.0 } else { sep(i - 1) };
+                    let hi = if i == b.keys() { bounds.1 } else { sep(i) };
+                    match b.child(i) {
+                        Ok(child) => self.tree(each, table, child, (lo, hi), depth + 1)?,
+                        Err(e) => {
+                            let keys = LostKeys::Range {
+                                from: lo.map(<[u8]>::to_vec),
+                                to: hi.map(<[u8]>::to_vec),
+                            };
+                            self.lose(each, table, r.page, keys, why(&e))?;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            TreePage::Leaf(l) => {
+                for i in 0..l.len() {
+                    let (key, value) = match l.entry(i) {
+                        Ok(entry) => entry,
+                        Err(e) => {
+                            // The rest of the leaf, from the last key read.
+                            let from = match i {
+                                0 => bounds.0.map(<[u8]>::to_vec),
+                                _ => l.key(i - 1).ok().map(|k| {
+                                    let mut after = k.to_vec();
+                                    after.push(0);
+                                    after
+                                }),
+                            };
+                            let to = bounds.1.map(<[u8]>::to_vec);
+                            let keys = LostKeys::Range { from, to };
+                            return self.lose(each, table, r.page, keys, why(&e));
+                        }
+                    };
+                    match table {
+                        Some(_) => self.entry(each, table, key, value)?,
+                        None => self.table(each, r.page, key, value)?,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// An entry of table `table`, its value read from its overflow run if need be.
+    fn entry(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        table: Option<&str>,
+        key: &[u8],
+        value: ValueRef<'_>,
+    ) -> Result<()> {
+        let snap = self.snap;
+        let value = match value {
+            ValueRef::Inline(v) => v,
+            ValueRef::Overflow(o) => match snap.overflow(o) {
+                Ok(v) => v,
+                Err(e) => {
+                    let keys = LostKeys::Value(key.to_vec());
+                    return self.lose(each, table, o.page, keys, why(&e));
+                }
+            },
+        };
+        each(Salvaged::Entry(key, value))?;
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// The catalog entry of table `name` (in leaf `page`): the table and its tree.
+    fn table(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        page: u64,
+        name: &[u8],
+        value: ValueRef<'_>,
+    ) -> Result<()> {
+        let name = String::from_utf8_lossy(name).into_owned();
+        let meta = match value {
+            ValueRef::Inline(v) => TableMeta::decode(v),
+            ValueRef::Overflow(_) => None,
+        };
+        let Some(meta) = meta else {
+            let keys = LostKeys::Range {
+                from: None,
+                to: None,
+            };
+            return self.lose(each, Some(&name), page, keys, "bad catalog entry".into());
+        };
+        each(Salvaged::Table(&name))?;
+        self.tables += 1;
+        match meta.root {
+            Some(root) => self.tree(each, Some(&name), root, (None, None), 0),
+            None => Ok(()),
+        }
+    }
+}
