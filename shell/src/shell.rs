@@ -494,15 +494,16 @@ impl Shell {
     }
 
     /// Whether the database open here writes the file `path` names.
+    /// (The same file by device and inode: under another name, a hard link too.)
     fn writes(&self, path: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
         let db = self.session.database();
         !db.is_read_only()
-            && db.path().is_some_and(|open| {
-                match (std::fs::canonicalize(open), std::fs::canonicalize(path)) {
-                    (Ok(a), Ok(b)) => a == b,
-                    _ => false,
-                }
-            })
+            && db
+                .path()
+                .and_then(id)
+                .is_some_and(|open| id(path) == Some(open))
     }
 
     /// Puts `opened` in place of the session, closing the one it replaces.

@@ -170,13 +170,19 @@ fn reopening_the_file_open_here_closes_it_first() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("twice.cairn");
     let db_str = db.to_str().unwrap_or_default();
-    // Under another name for the same file, too.
-    let other_name = dir.path().join(".").join("twice.cairn");
+    let made = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([db_str, "-c", "PUT 'kept' 'committed'"])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(made.success());
+    // Under another name for the same file, too: a hard link.
+    let other_name = dir.path().join("linked.cairn");
+    std::fs::hard_link(&db, &other_name).unwrap_or_else(|e| panic!("{e}"));
     let o = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args([
             db_str,
             "-c",
-            "PUT 'kept' 'committed'; BEGIN; PUT 'lost' 'not committed'",
+            "BEGIN; PUT 'lost' 'not committed'",
             "-c",
             &format!(".open {db_str}"),
             "-c",
