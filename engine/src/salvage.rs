@@ -95,8 +95,10 @@ pub struct SalvageReport {
 
 /// Reads every entry the file at `path` still holds, handing each to `each` (see
 /// [`Salvaged`]) and returning what was read and lost. For a file that `check` finds
-/// damaged or that does not open; the file is only read. A process writing the file
-/// meanwhile could change it under the walk: one that holds it for writing is refused.
+/// damaged or that does not open; the file is only read. A writer could change the file
+/// under the walk (what it changes then fails verification and is reported lost, never
+/// handed over): another process that holds the file for writing is refused; a handle
+/// of this process is not seen, so salvage a file no handle here writes.
 ///
 /// # Errors
 /// [`Error::Locked`] while another process has the file open for writing; the errors of
