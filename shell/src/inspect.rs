@@ -183,8 +183,12 @@ pub fn check(shell: &mut Shell) -> Result<String, String> {
         ));
     }
     let problems: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
+    let hint = match shell.session.database().path() {
+        Some(file) => format!("\n{}", crate::recover::hint(&file.display().to_string())),
+        None => String::new(),
+    };
     Err(format!(
-        "{} problems found:\n{}",
+        "{} problems found:\n{}{hint}",
         problems.len(),
         problems.join("\n")
     ))

@@ -316,7 +316,8 @@ fn check_fails_the_batch_and_cairn_check_on_a_damaged_file() {
     let bad = cairn(&[path(&db), "-readonly", "-c", ".check"], b"");
     assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stdout));
     assert!(
-        text(&bad.stderr).contains("problems found"),
+        text(&bad.stderr).contains("problems found")
+            && text(&bad.stderr).contains(&format!("`cairn recover {} > SCRIPT`", path(&db))),
         "{}",
         text(&bad.stderr)
     );
