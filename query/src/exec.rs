@@ -273,7 +273,16 @@ impl Session {
     /// Whether the open transaction is a read transaction (`BEGIN READ`, or `BEGIN` on a
     /// database open read-only).
     pub fn in_read_transaction(&self) -> bool {
-        matches!(self.txn, Some(Txn::Read(_)))
+        self.read_snapshot().is_some()
+    }
+
+    /// The snapshot of the open read transaction, if one is open: what the session's
+    /// statements read until its `COMMIT` or `ROLLBACK`.
+    pub fn read_snapshot(&self) -> Option<&ReadTxn> {
+        match &self.txn {
+            Some(Txn::Read(snapshot)) => Some(snapshot),
+            _ => None,
+        }
     }
 
     /// Ends the session, rolling back an open transaction (see

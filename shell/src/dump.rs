@@ -15,9 +15,17 @@ pub fn literal(bytes: &[u8]) -> Literal {
     }
 }
 
-/// Prints a script that rebuilds the database (or one table) in a new file.
+/// Prints a script that rebuilds the database (or one table) in a new file: as the open
+/// read transaction sees it (`BEGIN READ`), else as of the last commit.
 pub fn dump(shell: &mut Shell, only: Option<&str>) -> Result<String, String> {
-    let txn = read_txn(shell)?;
+    let fresh;
+    let txn = match shell.session.read_snapshot() {
+        Some(snapshot) => snapshot,
+        None => {
+            fresh = read_txn(shell)?;
+            &fresh
+        }
+    };
     let tables = txn.list_tables().map_err(|e| e.to_string())?;
     if let Some(name) = only
         && !tables.iter().any(|t| t.name == name)

@@ -599,6 +599,74 @@ fn a_large_result_in_table_mode_prints_whole_within_bounded_memory() {
 /// A program can drive the shell through a pipe, statement by statement: each result
 /// comes out before the next statement goes in. (Until the thirty-second session the
 /// shell read its whole input before running any of it, and this test would hang.)
+/// `BEGIN READ` in a shell that reads a file another process writes: its statements and
+/// `.dump` see the snapshot it began with; after `COMMIT`, the writer's commits.
+#[test]
+fn a_read_transaction_keeps_its_snapshot_while_another_process_writes() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = dir.path().join("shared.cairn");
+    assert!(
+        cairn(&[path(&db), "-c", "PUT 'old' 'one'"], b"")
+            .status
+            .success()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["-readonly", path(&db)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    let (Some(mut input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+        panic!("no pipes");
+    };
+    let (lines, received) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            if lines.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut ask = |statements: &str| -> String {
+        input
+            .write_all(statements.as_bytes())
+            .and_then(|()| input.flush())
+            .unwrap_or_else(|e| panic!("{e}"));
+        received
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no answer to {statements:?}: {e}"))
+    };
+    assert_eq!(ask("BEGIN READ\nCOUNT\n"), "1");
+    // Another process commits meanwhile.
+    assert!(
+        cairn(&[path(&db), "-c", "PUT 'new' 'two'"], b"")
+            .status
+            .success()
+    );
+    assert_eq!(ask("COUNT\n"), "1");
+    // The dump is of the same snapshot: its line with a key is the old one only.
+    let mut dumped = Vec::new();
+    let mut line = ask(".dump\n");
+    while line != "COMMIT" {
+        dumped.push(line);
+        line = received
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let puts: Vec<&String> = dumped.iter().filter(|l| l.starts_with("PUT")).collect();
+    assert_eq!(puts, ["PUT 'old' 'one'"], "{dumped:?}");
+    assert_eq!(ask("COMMIT\nCOUNT\n"), "2");
+    drop(input);
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
+    let _ = reader.join();
+}
+
 #[test]
 fn statements_from_a_pipe_run_as_they_arrive() {
     use std::io::{BufRead, BufReader};
