@@ -54,17 +54,17 @@ fn into_database(file: &str, new: &str) -> ExitCode {
         let mut rebuild = Rebuild {
             txn: db.begin_write()?,
             table: String::new(),
+            refused: Vec::new(),
         };
-        let report =
-            cairn_engine::salvage(file, &mut |s| rebuild.write(s).map_err(io::Error::other))?;
+        let report = cairn_engine::salvage(file, &mut |s| rebuild.take(s))?;
         rebuild.txn.commit()?;
         db.close()?;
-        Ok(report)
+        Ok((report, rebuild.refused))
     });
     match rebuilt {
-        Ok(report) => {
+        Ok((report, refused)) => {
             eprintln!("cairn recover: written to {new}");
-            summary(file, &report, &[])
+            summary(file, &report, &refused)
         }
         Err(e) => {
             // (Nothing half-made is left behind.)
@@ -80,9 +80,30 @@ struct Rebuild {
     txn: WriteTxn,
     /// The table whose entries come.
     table: String,
+    /// The changes the new database refused, each why.
+    refused: Vec<String>,
 }
 
 impl Rebuild {
+    /// Writes `s`. A change the new database refuses before making it (over a limit, a
+    /// table missing: only a crafted file hands one over) is left out and noted in
+    /// `refused`; any other error ends the recovery.
+    fn take(&mut self, s: Salvaged<'_>) -> io::Result<()> {
+        use cairn_engine::Error::{InvalidTableName, KeyTooLarge, TableNotFound, ValueTooLarge};
+        match self.write(s) {
+            Err(
+                e @ (KeyTooLarge { .. }
+                | ValueTooLarge { .. }
+                | InvalidTableName(..)
+                | TableNotFound(_)),
+            ) => {
+                self.refused.push(e.to_string());
+                Ok(())
+            }
+            other => other.map_err(io::Error::other),
+        }
+    }
+
     fn write(&mut self, s: Salvaged<'_>) -> cairn_engine::Result<()> {
         let txn = &mut self.txn;
         match s {
@@ -269,7 +290,7 @@ fn describe(lost: &Lost) -> String {
 }
 
 /// Prints what was recovered and lost on standard error; the exit status.
-fn summary(file: &str, report: &SalvageReport, too_large: &[String]) -> ExitCode {
+fn summary(file: &str, report: &SalvageReport, not_recovered: &[String]) -> ExitCode {
     let mut err = io::stderr().lock();
     let _ = writeln!(
         err,
@@ -280,12 +301,51 @@ fn summary(file: &str, report: &SalvageReport, too_large: &[String]) -> ExitCode
     for lost in &report.lost {
         let _ = writeln!(err, "lost: {}", describe(lost));
     }
-    for what in too_large {
+    for what in not_recovered {
         let _ = writeln!(err, "not recovered: {what}");
     }
-    if report.lost.is_empty() && too_large.is_empty() {
+    if report.lost.is_empty() && not_recovered.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rebuild;
+    use cairn_engine::{Database, Salvaged};
+
+    /// What the new database refuses is left out and noted; what follows still goes in.
+    #[test]
+    fn refused_changes_are_noted_and_the_rest_written() -> cairn_engine::Result<()> {
+        let db = Database::in_memory()?;
+        let mut rebuild = Rebuild {
+            txn: db.begin_write()?,
+            table: String::new(),
+            refused: Vec::new(),
+        };
+        let long_key = vec![b'k'; 5000];
+        for s in [
+            Salvaged::Table(""),
+            Salvaged::Entry(b"a", b"1"),
+            Salvaged::Table("t"),
+            Salvaged::Entry(&long_key, b"2"),
+            Salvaged::Entry(b"b", b"3"),
+            Salvaged::Put {
+                table: "u",
+                key: b"c",
+                value: b"4",
+            },
+        ] {
+            rebuild.take(s)?;
+        }
+        assert_eq!(rebuild.refused.len(), 3, "{:?}", rebuild.refused);
+        rebuild.txn.commit()?;
+        let r = db.begin_read()?;
+        assert_eq!(r.open_table("t")?.get(b"b")?, Some(&b"3"[..]));
+        assert_eq!(r.open_table("u")?.get(b"c")?, Some(&b"4"[..]));
+        assert_eq!(r.list_tables()?.len(), 2);
+        Ok(())
     }
 }
