@@ -3,7 +3,6 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cairn_engine::ReadTxn;
 use cairn_query::{Outcome, Statement};
 
 use crate::render::{Cell, Mode};
@@ -243,14 +242,6 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         Err(message) => fail(shell, message)?,
     }
     Ok(Flow::Continue)
-}
-
-pub(crate) fn read_txn(shell: &Shell) -> Result<ReadTxn, String> {
-    shell
-        .session
-        .database()
-        .begin_read()
-        .map_err(|e| e.to_string())
 }
 
 fn tables(shell: &mut Shell) -> Result<String, String> {

@@ -2,9 +2,10 @@
 
 use std::io::{self, Write};
 
-use cairn_query::{DEFAULT_TABLE, Limits, Literal, display_bytes};
+use cairn_query::{
+    DEFAULT_TABLE, ExecError, KeyRange, Limits, Literal, Outcome, Statement, display_bytes,
+};
 
-use crate::dot::read_txn;
 use crate::shell::Shell;
 
 /// The literal that writes `bytes`: text when it is printable, else hex.
@@ -15,58 +16,91 @@ pub fn literal(bytes: &[u8]) -> Literal {
     }
 }
 
-/// Prints a script that rebuilds the database (or one table) in a new file: as the open
-/// read transaction sees it (`BEGIN READ`), else as of the last commit.
+/// Prints a script that rebuilds the database (or one table) in a new file, as the
+/// session's statements see it: inside a transaction, with its own changes (`BEGIN`) or
+/// at its snapshot (`BEGIN READ`); outside one, every table at one snapshot (a read
+/// transaction of its own).
 pub fn dump(shell: &mut Shell, only: Option<&str>) -> Result<String, String> {
-    let fresh;
-    let txn = match shell.session.read_snapshot() {
-        Some(snapshot) => snapshot,
-        None => {
-            fresh = read_txn(shell)?;
-            &fresh
-        }
+    let mut quiet = |_: &[u8], _: &[u8]| {};
+    let own = !shell.session.in_transaction();
+    if own {
+        shell
+            .session
+            .run(&Statement::BeginRead, &mut quiet)
+            .map_err(|e| e.to_string())?;
+    }
+    let previous = shell.session.table().to_owned();
+    let dumped = write_dump(shell, only);
+    // Back to the table the session was in (it exists: a dump drops nothing), and out of
+    // the transaction of its own.
+    let _ = shell
+        .session
+        .run(&Statement::Use { table: previous }, &mut quiet);
+    if own {
+        let _ = shell.session.run(&Statement::Commit, &mut quiet);
+    }
+    dumped.map(|()| String::new())
+}
+
+/// Writes the dump through the session's statements (`TABLES`, `USE`, `SCAN`). Stopped by
+/// Ctrl-C or by a value the language cannot hold, it is left without its `COMMIT`, so
+/// that loading what was printed adds nothing.
+fn write_dump(shell: &mut Shell, only: Option<&str>) -> Result<(), String> {
+    let Shell { session, out, .. } = shell;
+    let tables = match session.run(&Statement::Tables, &mut |_, _| {}) {
+        Ok(Outcome::Tables(tables)) => tables,
+        Ok(_) => Vec::new(),
+        Err(e) => return Err(e.to_string()),
     };
-    let tables = txn.list_tables().map_err(|e| e.to_string())?;
     if let Some(name) = only
         && !tables.iter().any(|t| t.name == name)
     {
         return Err(format!("no table named {name:?}"));
     }
-    let interrupt = shell.interrupt_flag();
     let max_literal = Limits::default().max_literal;
-    let out = &mut shell.out;
-    let mut write = || -> Result<(), String> {
-        let io = |e: io::Error| e.to_string();
-        writeln!(out, "-- Cairn dump; load with: cairn NEW_FILE < THIS_FILE").map_err(io)?;
-        writeln!(out, "BEGIN").map_err(io)?;
-        for info in tables.iter().filter(|t| only.is_none_or(|n| n == t.name)) {
-            let name = Literal::Text(info.name.clone());
-            if info.name != DEFAULT_TABLE {
-                writeln!(out, "CREATE TABLE {name}").map_err(io)?;
-            }
-            writeln!(out, "USE {name}").map_err(io)?;
-            let table = txn.open_table(&info.name).map_err(|e| e.to_string())?;
-            for entry in table.iter().map_err(|e| e.to_string())? {
-                if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-                    // Left unfinished: no COMMIT, so loading what was printed adds nothing.
-                    return Ok(());
-                }
-                let (k, v) = entry.map_err(|e| e.to_string())?;
-                if v.len() > max_literal {
-                    // Left unfinished, as above: a script that loads all but this value
-                    // would lose it quietly.
-                    return Err(format!(
-                        "the value of {} in table {name} is {} bytes, over the language's \
-                         limit of {max_literal}: a dump cannot hold it (.backup copies it)",
-                        display_bytes(k),
-                        v.len()
-                    ));
-                }
-                writeln!(out, "PUT {} {}", literal(k), literal(v)).map_err(io)?;
-            }
+    let io = |e: io::Error| e.to_string();
+    writeln!(out, "-- Cairn dump; load with: cairn NEW_FILE < THIS_FILE").map_err(io)?;
+    writeln!(out, "BEGIN").map_err(io)?;
+    for info in tables.iter().filter(|t| only.is_none_or(|n| n == t.name)) {
+        let name = Literal::Text(info.name.clone());
+        if info.name != DEFAULT_TABLE {
+            writeln!(out, "CREATE TABLE {name}").map_err(io)?;
         }
-        writeln!(out, "USE {DEFAULT_TABLE}\nCOMMIT").map_err(io)
-    };
-    write()?;
-    Ok(String::new())
+        writeln!(out, "USE {name}").map_err(io)?;
+        let table = info.name.clone();
+        session
+            .run(&Statement::Use { table }, &mut |_, _| {})
+            .map_err(|e| e.to_string())?;
+        let scan = Statement::Scan {
+            range: KeyRange::default(),
+            reverse: false,
+            limit: None,
+        };
+        // (The first failure stops the writing; the scan runs out without it.)
+        let mut failed = None;
+        let scanned = session.run(&scan, &mut |k, v| {
+            if failed.is_some() {
+                return;
+            }
+            if v.len() > max_literal {
+                failed = Some(format!(
+                    "the value of {} in table {name} is {} bytes, over the language's \
+                     limit of {max_literal}: a dump cannot hold it (.backup copies it)",
+                    display_bytes(k),
+                    v.len()
+                ));
+            } else if let Err(e) = writeln!(out, "PUT {} {}", literal(k), literal(v)) {
+                failed = Some(e.to_string());
+            }
+        });
+        match scanned {
+            Err(ExecError::Interrupted) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+            Ok(_) => {}
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    writeln!(out, "USE {DEFAULT_TABLE}\nCOMMIT").map_err(io)
 }
