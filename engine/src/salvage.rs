@@ -170,7 +170,7 @@ pub fn salvage_storage(
             .iter()
             .map(|(_, payload)| decode_ops(payload).map_or(0, |ops| ops.len()))
             .sum();
-        let reaches = slot.txid + log.len() as u64;
+        let reaches = slot.txid.saturating_add(log.len() as u64);
         let score = Score {
             whole: walk.lost.is_empty() && reaches >= newest_txid,
             read: walk.entries + changes as u64,
@@ -244,7 +244,7 @@ pub fn salvage_storage(
         each(Salvaged::Lost(&lost))?;
         report.lost.push(lost);
     }
-    let reached = report.txid + report.logged_commits;
+    let reached = report.txid.saturating_add(report.logged_commits);
     let log_lost = report.lost.iter().any(|l| l.keys == LostKeys::Log);
     if reached < newest_txid && !log_lost {
         let lost = Lost {

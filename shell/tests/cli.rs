@@ -596,117 +596,110 @@ fn a_large_result_in_table_mode_prints_whole_within_bounded_memory() {
     assert!(keys.iter().copied().eq(expected.iter().map(String::as_str)));
 }
 
+/// A `cairn` process driven through a pipe: its input stays open between statements, and
+/// a thread reads its output lines.
+struct Piped {
+    child: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Piped {
+    fn spawn(args: &[&str]) -> Piped {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn: {e}"));
+        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+            panic!("no pipes");
+        };
+        let (send, lines) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(output).lines() {
+                if send.send(line.unwrap_or_default()).is_err() {
+                    break;
+                }
+            }
+        });
+        Piped {
+            child,
+            input: Some(input),
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// Writes `statements`; returns the next line of output.
+    fn ask(&mut self, statements: &str) -> String {
+        if let Some(input) = self.input.as_mut() {
+            input
+                .write_all(statements.as_bytes())
+                .and_then(|()| input.flush())
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        self.next_line()
+    }
+
+    /// The next line of output, awaited with the input still open (generously: it is
+    /// not timed).
+    fn next_line(&self) -> String {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no answer with the input open: {e}"))
+    }
+
+    /// Ends the input; whether the shell then exited with success.
+    fn finish(mut self) -> bool {
+        drop(self.input.take());
+        let status = self.child.wait().unwrap_or_else(|e| panic!("{e}"));
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        status.success()
+    }
+}
+
 /// A program can drive the shell through a pipe, statement by statement: each result
 /// comes out before the next statement goes in. (Until the thirty-second session the
 /// shell read its whole input before running any of it, and this test would hang.)
+#[test]
+fn statements_from_a_pipe_run_as_they_arrive() {
+    let mut shell = Piped::spawn(&[]);
+    assert_eq!(shell.ask("PUT 'a' 'one'\nGET 'a'\n"), "a\tone");
+    assert_eq!(shell.ask("PUT 'b' 'two'; COUNT\n"), "2");
+    assert_eq!(shell.ask(".mode csv\nSCAN 'b'\n"), "b,two");
+    assert!(shell.finish());
+}
+
 /// `BEGIN READ` in a shell that reads a file another process writes: its statements and
 /// `.dump` see the snapshot it began with; after `COMMIT`, the writer's commits.
 #[test]
 fn a_read_transaction_keeps_its_snapshot_while_another_process_writes() {
-    use std::io::{BufRead, BufReader};
-    use std::sync::mpsc;
-    use std::time::Duration;
-
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = dir.path().join("shared.cairn");
-    assert!(
-        cairn(&[path(&db), "-c", "PUT 'old' 'one'"], b"")
-            .status
-            .success()
-    );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["-readonly", path(&db)])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let (Some(mut input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
-        panic!("no pipes");
-    };
-    let (lines, received) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(output).lines() {
-            if lines.send(line.unwrap_or_default()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut ask = |statements: &str| -> String {
-        input
-            .write_all(statements.as_bytes())
-            .and_then(|()| input.flush())
-            .unwrap_or_else(|e| panic!("{e}"));
-        received
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("no answer to {statements:?}: {e}"))
-    };
-    assert_eq!(ask("BEGIN READ\nCOUNT\n"), "1");
+    let write = |statement: &str| cairn(&[path(&db), "-c", statement], b"").status.success();
+    assert!(write("PUT 'old' 'one'"));
+    let mut shell = Piped::spawn(&["-readonly", path(&db)]);
+    assert_eq!(shell.ask("BEGIN READ\nCOUNT\n"), "1");
     // Another process commits meanwhile.
-    assert!(
-        cairn(&[path(&db), "-c", "PUT 'new' 'two'"], b"")
-            .status
-            .success()
-    );
-    assert_eq!(ask("COUNT\n"), "1");
+    assert!(write("PUT 'new' 'two'"));
+    assert_eq!(shell.ask("COUNT\n"), "1");
     // The dump is of the same snapshot: its line with a key is the old one only.
     let mut dumped = Vec::new();
-    let mut line = ask(".dump\n");
+    let mut line = shell.ask(".dump\n");
     while line != "COMMIT" {
         dumped.push(line);
-        line = received
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("{e}"));
+        line = shell.next_line();
     }
     let puts: Vec<&String> = dumped.iter().filter(|l| l.starts_with("PUT")).collect();
     assert_eq!(puts, ["PUT 'old' 'one'"], "{dumped:?}");
-    assert_eq!(ask("COMMIT\nCOUNT\n"), "2");
-    drop(input);
-    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
-    assert!(status.success());
-    let _ = reader.join();
-}
-
-#[test]
-fn statements_from_a_pipe_run_as_they_arrive() {
-    use std::io::{BufRead, BufReader};
-    use std::sync::mpsc;
-    use std::time::Duration;
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let (Some(mut input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
-        panic!("no pipes");
-    };
-    let (lines, received) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(output).lines() {
-            if lines.send(line.unwrap_or_default()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut ask = |statements: &str| -> String {
-        input
-            .write_all(statements.as_bytes())
-            .and_then(|()| input.flush())
-            .unwrap_or_else(|e| panic!("{e}"));
-        // Generous: the answer is not timed, only awaited without the input's end.
-        received
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("no answer to {statements:?} with the input open: {e}"))
-    };
-    assert_eq!(ask("PUT 'a' 'one'\nGET 'a'\n"), "a\tone");
-    assert_eq!(ask("PUT 'b' 'two'; COUNT\n"), "2");
-    assert_eq!(ask(".mode csv\nSCAN 'b'\n"), "b,two");
-    drop(input);
-    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
-    assert!(status.success());
-    let _ = reader.join();
+    assert_eq!(shell.ask("COMMIT\nCOUNT\n"), "2");
+    assert!(shell.finish());
 }
 
 /// `.output FILE` sends results to FILE until `.output` alone; `.once FILE` for the next
