@@ -77,7 +77,8 @@ pub enum Error {
         pid: Option<u32>,
     },
     /// This process has the file open for writing through another [`crate::Database`],
-    /// which stayed open for the lock timeout (clones of one handle share the file).
+    /// which stayed open for the lock timeout (clones of one handle share the file), or
+    /// which [`crate::salvage`] found open.
     #[error(
         "database {} is open for writing elsewhere in this process (clones of its Database handle share it)",
         path.display()

@@ -118,6 +118,13 @@ impl Drop for WriterClaim {
     }
 }
 
+/// Whether a database of this process has `file` open for writing.
+pub(crate) fn claimed_here(file: &File) -> io::Result<bool> {
+    let meta = file.metadata()?;
+    let writing = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+    Ok(writing.contains(&(meta.dev(), meta.ino())))
+}
+
 /// Takes an exclusive advisory lock on `file`, retrying until `timeout` has passed; the
 /// error names the process holding the file, where the kernel tells.
 pub(crate) fn lock_exclusive(file: &File, path: &Path, timeout: Duration) -> Result<()> {

@@ -96,12 +96,12 @@ pub struct SalvageReport {
 /// Reads every entry the file at `path` still holds, handing each to `each` (see
 /// [`Salvaged`]) and returning what was read and lost. For a file that `check` finds
 /// damaged or that does not open; the file is only read. A writer could change the file
-/// under the walk (what it changes then fails verification and is reported lost, never
-/// handed over): another process that holds the file for writing is refused; a handle
-/// of this process is not seen, so salvage a file no handle here writes.
+/// under the walk, so a file held for writing, by another process or by a [`crate::Database`]
+/// of this one (under any of its paths), is refused.
 ///
 /// # Errors
-/// [`Error::Locked`] while another process has the file open for writing; the errors of
+/// [`Error::Locked`] while another process has the file open for writing,
+/// [`Error::AlreadyOpen`] while this one has; the errors of
 /// opening for an unreadable header (not a database, a newer version, truncated);
 /// [`Error::NoValidCommit`] when neither commit slot verifies; the first error `each`
 /// returns (as [`Error::Io`]).
@@ -113,6 +113,11 @@ pub fn salvage(
     let file = File::open(path)?;
     if !file.metadata()?.is_file() {
         return Err(Error::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    if crate::lock::claimed_here(&file)? {
+        return Err(Error::AlreadyOpen {
             path: path.to_path_buf(),
         });
     }

@@ -279,3 +279,27 @@ fn a_damaged_catalog_falls_back_to_the_older_commit_and_says_what_is_missing() -
     );
     Ok(())
 }
+
+#[test]
+fn a_file_this_process_writes_is_refused_under_any_of_its_names() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("open.cairn");
+    let link = dir.path().join("link.cairn");
+    build(&path)?;
+    std::fs::hard_link(&path, &link)?;
+    let db = Database::open(&path)?;
+    for name in [&path, &link] {
+        let result = salvage(name, &mut |_| Ok(()));
+        assert!(
+            matches!(&result, Err(Error::AlreadyOpen { path: p }) if p == name),
+            "{result:?}"
+        );
+    }
+    // A read-only handle does not write: its file is salvaged.
+    drop(db);
+    let reader = Database::builder().read_only(true).open(&path)?;
+    let (_, lost, _) = salvaged(&link)?;
+    assert!(lost.is_empty(), "{lost:?}");
+    drop(reader);
+    Ok(())
+}
