@@ -298,3 +298,129 @@ fn bench_makes_its_fresh_database_with_the_log_size_asked_for() {
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("commit log of 1000000000 bytes exceeds"));
 }
+
+/// `report` (a JSON report) with every statement kind's throughput multiplied by `by`.
+fn scaled(report: &str, by: f64) -> String {
+    let mut json: serde_json::Value =
+        serde_json::from_str(report).unwrap_or_else(|e| panic!("{e}: {report}"));
+    if let Some(rows) = json["statements"].as_array_mut() {
+        for row in rows {
+            let ops = row["ops/s"].as_f64().unwrap_or_else(|| panic!("{row}"));
+            row["ops/s"] = serde_json::json!((ops * by).round());
+        }
+    }
+    json.to_string()
+}
+
+#[test]
+fn bench_sets_a_baseline_beside_the_report_and_fails_on_a_slowdown_past_the_threshold() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let script = dir.path().join("w.cq");
+    let src: String = (0..300)
+        .map(|i| format!("PUT {i} 'v'\nGET {i}\n"))
+        .collect();
+    std::fs::write(&script, src).unwrap_or_else(|e| panic!("{e}"));
+    let memory = ["--memory", "--format", "json"];
+    let report = text(&bench_once(&script, &memory).stdout);
+    let (faster, slower) = (dir.path().join("fast.json"), dir.path().join("slow.json"));
+    // A baseline a thousand times faster than any run: every kind is a slowdown.
+    std::fs::write(&faster, scaled(&report, 1000.0)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&slower, scaled(&report, 0.001)).unwrap_or_else(|e| panic!("{e}"));
+
+    let o = bench_once(
+        &script,
+        &[
+            "--memory",
+            "--baseline",
+            path(&faster),
+            "--max-slowdown",
+            "50",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    for kind in ["GET:", "PUT:", "all:"] {
+        assert!(err.contains(kind), "{err}");
+    }
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("against "),
+        "the report, comparison included, comes first: {out}"
+    );
+    assert!(out.contains("-99.9 %"), "{out}");
+
+    let o = bench_once(
+        &script,
+        &[
+            "--memory",
+            "--baseline",
+            path(&slower),
+            "--max-slowdown",
+            "50",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&text(&o.stdout)).unwrap_or_else(|e| panic!("{e}"));
+    let rows = json["baseline"]["statements"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rows.len(), 3, "{json}");
+    for row in &rows {
+        let change = row["change %"].as_f64().unwrap_or(f64::NAN);
+        assert!(change > 1000.0, "{row}");
+    }
+    assert_eq!(
+        json["baseline"]["settings that differ"],
+        serde_json::json!([])
+    );
+
+    // Other settings are named; CSV gains two columns; Markdown a third table.
+    let o = bench_once(
+        &script,
+        &[
+            "--memory",
+            "--threads",
+            "2",
+            "--baseline",
+            path(&slower),
+            "--format",
+            "csv",
+        ],
+    );
+    assert!(
+        text(&o.stderr).contains("threads: 1 → 2"),
+        "{}",
+        text(&o.stderr)
+    );
+    let csv = text(&o.stdout);
+    assert!(csv.lines().all(|l| l.split(',').count() == 12), "{csv}");
+    let md = text(
+        &bench_once(
+            &script,
+            &[
+                "--memory",
+                "--baseline",
+                path(&slower),
+                "--format",
+                "markdown",
+            ],
+        )
+        .stdout,
+    );
+    let tables = md.split("\n\n").filter(|t| t.starts_with('|')).count();
+    assert_eq!(tables, 3, "{md}");
+
+    // A file that is not a report, and a threshold without a baseline, are refused.
+    for bad in [
+        vec!["--baseline", path(&script)],
+        vec!["--max-slowdown", "5"],
+        vec!["--baseline", path(&faster), "--max-slowdown", "x"],
+    ] {
+        let o = bench_once(&script, &bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+    }
+}

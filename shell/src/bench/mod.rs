@@ -1,5 +1,6 @@
 //! `cairn bench`: runs workload scripts and reports throughput and latency percentiles.
 
+mod baseline;
 mod report;
 mod run;
 
@@ -11,7 +12,8 @@ use anyhow::{Context as _, bail};
 use cairn_engine::Durability;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use report::{Context, Format};
+use baseline::Baseline;
+use report::{Comparison, Context, Format, Report};
 use run::Plan;
 
 /// Printed by `cairn bench --help`.
@@ -37,7 +39,13 @@ Options:
   --db FILE            run against FILE instead of a fresh temporary database
   --memory             run against an in-memory database
   --format F           table, json, csv or markdown (default table)
-  --output FILE        write the report to FILE instead of standard output";
+  --output FILE        write the report to FILE instead of standard output
+  --baseline FILE      an earlier report (--format json) to set each statement kind's
+                       throughput and latency beside; settings that differ are named
+  --max-slowdown PCT   with --baseline: exit status 1 when a statement kind's throughput
+                       is more than PCT percent below the baseline's (after the report)
+
+Exit status: 0, 1 for a slowdown past --max-slowdown, 2 for any other failure.";
 
 fn number(v: Option<&String>, name: &str) -> anyhow::Result<usize> {
     let v = v.with_context(|| format!("{name} needs a value"))?;
@@ -64,6 +72,8 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
     };
     let mut format = Format::Table;
     let mut output: Option<PathBuf> = None;
+    let mut baseline: Option<PathBuf> = None;
+    let mut max_slowdown: Option<f64> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.trim_start_matches('-') {
@@ -95,6 +105,17 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
                 format = Format::parse(f).with_context(|| format!("unknown format {f}"))?;
             }
             "output" => output = Some(it.next().context("--output needs a file")?.into()),
+            "baseline" => baseline = Some(it.next().context("--baseline needs a file")?.into()),
+            "max-slowdown" => {
+                let v = it.next().context("--max-slowdown needs a percentage")?;
+                let pct: f64 = v
+                    .trim_end_matches('%')
+                    .parse()
+                    .ok()
+                    .filter(|p: &f64| p.is_finite() && *p >= 0.0)
+                    .with_context(|| format!("--max-slowdown: not a percentage: {v}"))?;
+                max_slowdown = Some(pct);
+            }
             "h" | "help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -108,7 +129,11 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
+    if max_slowdown.is_some() && baseline.is_none() {
+        bail!("--max-slowdown needs --baseline");
+    }
     plan.threads = threads.unwrap_or(scripts.len()).max(1);
+    let baseline = baseline.as_deref().map(Baseline::load).transpose()?;
 
     let setup_workload = setup.as_ref().map(run::load).transpose()?;
     let workloads = Arc::new(
@@ -156,11 +181,57 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
         wait: if plan.poll_waits { "poll" } else { "sleep" },
         warmup,
     };
-    let text = report::render(format, &ctx, &measured);
+    let report = Report::new(&ctx, &measured).context("no measured runs")?;
+    let comparison = baseline.as_ref().map(|b| Comparison {
+        baseline: b,
+        rows: baseline::compare(b, &report.figures),
+        differences: b.differences(&report.summary),
+    });
+    let text = report.render(format, comparison.as_ref());
     match output {
         Some(path) => std::fs::write(&path, text)
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => std::io::stdout().write_all(text.as_bytes())?,
     }
-    Ok(())
+    let Some(c) = comparison else {
+        return Ok(());
+    };
+    if !c.differences.is_empty() {
+        eprintln!(
+            "cairn bench: the baseline was measured with other settings ({})",
+            c.differences.join("; ")
+        );
+    }
+    match max_slowdown {
+        Some(pct) => {
+            let slower = baseline::slower(&c.rows, pct);
+            if slower.is_empty() {
+                Ok(())
+            } else {
+                Err(Slower { pct, kinds: slower }.into())
+            }
+        }
+        None => Ok(()),
+    }
 }
+
+/// Statement kinds whose throughput fell past `--max-slowdown`: the run fails with exit
+/// status 1.
+#[derive(Debug)]
+pub struct Slower {
+    pub pct: f64,
+    pub kinds: Vec<String>,
+}
+
+impl std::fmt::Display for Slower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "slower than the baseline by more than {} %: {}",
+            self.pct,
+            self.kinds.join("; ")
+        )
+    }
+}
+
+impl std::error::Error for Slower {}
