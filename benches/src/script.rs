@@ -19,8 +19,11 @@ pub enum Op {
     Range(Vec<u8>, usize),
 }
 
-fn bytes(l: &Literal) -> Vec<u8> {
-    l.bytes().to_vec()
+fn bytes(l: &Literal) -> R<Vec<u8>> {
+    match l.bytes() {
+        Some(b) => Ok(b.to_vec()),
+        None => Err(format!("{l}: the comparison binds no parameters").into()),
+    }
 }
 
 /// Reads and converts the script at `path`.
@@ -33,10 +36,10 @@ pub fn load(path: &Path) -> R<Vec<Op>> {
     let mut txn: Option<Changes> = None;
     for s in script.statements {
         let change = match &s.statement {
-            Statement::Put { key, value } => (bytes(key), Some(bytes(value))),
-            Statement::Delete { key } => (bytes(key), None),
+            Statement::Put { key, value } => (bytes(key)?, Some(bytes(value)?)),
+            Statement::Delete { key } => (bytes(key)?, None),
             Statement::Get { key } => {
-                ops.push(Op::Get(bytes(key)));
+                ops.push(Op::Get(bytes(key)?));
                 continue;
             }
             Statement::Scan {
@@ -44,7 +47,12 @@ pub fn load(path: &Path) -> R<Vec<Op>> {
                 reverse: false,
                 limit,
             } if range.end.is_none() && range.prefix.is_none() => {
-                let start = range.start.as_ref().map(bytes).unwrap_or_default();
+                let start = range
+                    .start
+                    .as_ref()
+                    .map(bytes)
+                    .transpose()?
+                    .unwrap_or_default();
                 let limit = limit.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
                 ops.push(Op::Range(start, limit));
                 continue;

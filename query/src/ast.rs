@@ -12,6 +12,9 @@ pub enum Literal {
     Blob(Vec<u8>),
     /// `42`: an unsigned integer, stored as 8 big-endian bytes so that order is numeric.
     Int(u64),
+    /// `:name`: a parameter, whose bytes the session running the statement binds
+    /// ([`crate::Session::set_param`]); the name is kept without its colon.
+    Param(String),
 }
 
 /// The bytes of a literal, borrowed where possible (an integer's 8 bytes live inline).
@@ -32,12 +35,26 @@ impl Deref for LiteralBytes<'_> {
 }
 
 impl Literal {
-    /// The bytes this literal stands for, without allocating.
-    pub fn bytes(&self) -> LiteralBytes<'_> {
-        match self {
+    /// The bytes this literal stands for, without allocating; `None` for a parameter,
+    /// whose bytes are bound where the statement runs.
+    pub fn bytes(&self) -> Option<LiteralBytes<'_>> {
+        Some(match self {
             Literal::Text(s) => LiteralBytes::Slice(s.as_bytes()),
             Literal::Blob(b) => LiteralBytes::Slice(b),
             Literal::Int(n) => LiteralBytes::Int(n.to_be_bytes()),
+            Literal::Param(_) => return None,
+        })
+    }
+
+    /// The bytes this literal stands for, a parameter's from `params` (by name, without
+    /// the colon); `Err` with the name of a parameter `params` lacks.
+    pub fn bytes_with<'a>(
+        &'a self,
+        params: &'a std::collections::BTreeMap<String, Vec<u8>>,
+    ) -> Result<LiteralBytes<'a>, &'a str> {
+        match self {
+            Literal::Param(name) => params.get(name).map(|v| LiteralBytes::Slice(v)).ok_or(name),
+            other => other.bytes().ok_or(""),
         }
     }
 }

@@ -99,11 +99,71 @@ pub enum ExecError {
     /// in the shell): the rows before it were produced, the rest were not.
     #[error("interrupted")]
     Interrupted,
+    /// A `:name` parameter that the session has not bound.
+    #[error(
+        "parameter :{0} has no value (bind one with .param set :{0} VALUE in the shell, Session::set_param in Rust)"
+    )]
+    UnboundParameter(String),
+}
+
+impl ExecError {
+    /// Where in `statement` (the statement's source) this error is best shown: the first
+    /// use of an unbound parameter, outside quotes and comments; else its start (0).
+    pub fn offset_in(&self, statement: &str) -> usize {
+        match self {
+            ExecError::UnboundParameter(name) => param_offset(statement, name).unwrap_or(0),
+            _ => 0,
+        }
+    }
+}
+
+/// The offset of the first `:name` in `src` outside quoted strings and `--` comments.
+fn param_offset(src: &str, name: &str) -> Option<usize> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut quote = None;
+    let mut chars = src.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => {
+                if chars.peek().is_some_and(|&(_, next)| next == q) {
+                    chars.next();
+                } else {
+                    quote = None;
+                }
+            }
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '-') if src[at..].starts_with("--") => {
+                while chars.next_if(|&(_, c)| c != '\n').is_some() {}
+            }
+            (None, ':') => {
+                let rest = &src[at + 1..];
+                if rest.starts_with(name) && !rest[name.len()..].starts_with(word) {
+                    return Some(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unbound_parameter_is_found_outside_quotes_and_comments() {
+        let e = ExecError::UnboundParameter("k".into());
+        assert_eq!(e.offset_in("PUT ':k' x'3a6b' -- :k\n :kk :k"), 28);
+        assert_eq!(e.offset_in("GET \"a\\\":k\" :k"), 12);
+        assert_eq!(e.offset_in("GET 'it''s :k' :k"), 15);
+        assert_eq!(e.offset_in("GET :other"), 0);
+        assert_eq!(ExecError::NoTransaction.offset_in("COMMIT :k"), 0);
+    }
 
     #[test]
     fn an_error_is_placed_by_line_and_character_with_a_caret_under_it() {

@@ -7,6 +7,7 @@
 //! Inside `BEGIN READ … COMMIT` every statement reads one snapshot, and statements that
 //! write fail.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +16,7 @@ use cairn_engine::{
     Batch, Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn, prefix_end,
 };
 
-use crate::ast::{KeyRange, LiteralBytes, Statement};
+use crate::ast::{KeyRange, Literal, LiteralBytes, Statement};
 use crate::error::ExecError;
 
 /// The table a session starts in, created when missing in a writable database.
@@ -108,15 +109,26 @@ struct RangeKeys<'a> {
     prefix_end: Option<Vec<u8>>,
 }
 
-impl RangeKeys<'_> {
-    fn of(range: &KeyRange) -> RangeKeys<'_> {
-        let prefix = range.prefix.as_ref().map(|l| l.bytes());
-        RangeKeys {
-            start: range.start.as_ref().map(|l| l.bytes()),
-            end: range.end.as_ref().map(|l| l.bytes()),
+/// A session's parameters: name (without the colon) to bytes.
+type Params = BTreeMap<String, Vec<u8>>;
+
+/// The bytes of `literal`, a parameter's from `params`.
+fn bytes<'a>(literal: &'a Literal, params: &'a Params) -> Result<LiteralBytes<'a>> {
+    literal
+        .bytes_with(params)
+        .map_err(|name| ExecError::UnboundParameter(name.to_owned()))
+}
+
+impl<'a> RangeKeys<'a> {
+    fn of(range: &'a KeyRange, params: &'a Params) -> Result<RangeKeys<'a>> {
+        let one = |l: &'a Option<Literal>| l.as_ref().map(|l| bytes(l, params)).transpose();
+        let prefix = one(&range.prefix)?;
+        Ok(RangeKeys {
+            start: one(&range.start)?,
+            end: one(&range.end)?,
             prefix_end: prefix.as_deref().and_then(prefix_end),
             prefix,
-        }
+        })
     }
 
     /// `[start, end)` intersected with `[prefix, prefix_end)`; `None` when that is empty.
@@ -143,13 +155,12 @@ impl RangeKeys<'_> {
 /// first row and every [`ROWS_PER_LOOK`] rows).
 fn for_each_row(
     t: &dyn Reader,
-    range: &KeyRange,
+    keys: &RangeKeys<'_>,
     reverse: bool,
     limit: Option<u64>,
     interrupt: &AtomicBool,
     f: &mut dyn FnMut(&[u8], &[u8]),
 ) -> Result<u64> {
-    let keys = RangeKeys::of(range);
     let Some((lo, hi)) = keys.bounds() else {
         return Ok(0);
     };
@@ -218,6 +229,9 @@ pub struct Session {
     txn: Option<Txn>,
     /// Raised from elsewhere (a signal handler) to stop a statement that produces rows.
     interrupt: Arc<AtomicBool>,
+    /// The parameters' bound bytes (shared, so that a statement reads them while it
+    /// changes the session).
+    params: Arc<Params>,
 }
 
 impl Session {
@@ -239,7 +253,49 @@ impl Session {
             table: DEFAULT_TABLE.to_owned(),
             txn: None,
             interrupt: Arc::default(),
+            params: Arc::default(),
         })
+    }
+
+    /// Binds parameter `name` (written `:name` in statements; given here with or without
+    /// its colon) to `value`, replacing what it held.
+    ///
+    /// ```
+    /// use cairn_engine::Database;
+    /// use cairn_query::{Session, parse_script};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut session = Session::new(Database::in_memory()?)?;
+    /// let put = parse_script("PUT :user :name").statements.remove(0).statement;
+    /// for (user, name) in [("ada", "Ada Lovelace"), ("o'hara", "Scarlett O'Hara")] {
+    ///     session.set_param("user", user);
+    ///     session.set_param(":name", name);
+    ///     session.execute(&put)?;
+    /// }
+    /// let get = parse_script("GET 'o''hara'").statements.remove(0).statement;
+    /// assert_eq!(session.execute(&get)?.rows[0].1, b"Scarlett O'Hara");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_param(&mut self, name: &str, value: impl Into<Vec<u8>>) {
+        let name = name.strip_prefix(':').unwrap_or(name);
+        Arc::make_mut(&mut self.params).insert(name.to_owned(), value.into());
+    }
+
+    /// Unbinds parameter `name` (with or without its colon); returns whether it was bound.
+    pub fn unset_param(&mut self, name: &str) -> bool {
+        let name = name.strip_prefix(':').unwrap_or(name);
+        Arc::make_mut(&mut self.params).remove(name).is_some()
+    }
+
+    /// Unbinds every parameter.
+    pub fn clear_params(&mut self) {
+        self.params = Arc::default();
+    }
+
+    /// The bound parameters, by name (without the colon), in name order.
+    pub fn params(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.params.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
     }
 
     /// The flag that interrupts this session's statements: while it is raised, a `SCAN`
@@ -315,19 +371,23 @@ impl Session {
     /// open (but a `DELETE` that met a damaged page may have: the transaction's `COMMIT`
     /// then returns the damage, and rolls back).
     pub fn run(&mut self, stmt: &Statement, sink: &mut dyn FnMut(&[u8], &[u8])) -> Result<Outcome> {
+        // (A clone of the `Arc`: the statement reads the parameters while it changes the
+        // session.)
+        let params = Arc::clone(&self.params);
+        let params = params.as_ref();
         match stmt {
             Statement::Put { key, value } => {
-                let (key, value) = (key.bytes(), value.bytes());
+                let (key, value) = (bytes(key, params)?, bytes(value, params)?);
                 let replaced = self.write(&key, Some(&value))?;
                 Ok(Outcome::Put { replaced })
             }
             Statement::Delete { key } => {
-                let key = key.bytes();
+                let key = bytes(key, params)?;
                 let existed = self.write(&key, None)?;
                 Ok(Outcome::Delete { existed })
             }
             Statement::DeleteRange { range } => {
-                let keys = RangeKeys::of(range);
+                let keys = RangeKeys::of(range, params)?;
                 let bounds = keys.bounds();
                 let table = &self.table;
                 let count = in_write_txn(&self.db, &mut self.txn, |txn| {
@@ -340,7 +400,7 @@ impl Session {
                 Ok(Outcome::DeletedRange { count })
             }
             Statement::Get { key } => {
-                let key = key.bytes();
+                let key = bytes(key, params)?;
                 self.read(|t| {
                     Ok(match t.get(&key)? {
                         Some(v) => {
@@ -357,18 +417,20 @@ impl Session {
                 limit,
             } => {
                 let interrupt = Arc::clone(&self.interrupt);
+                let keys = RangeKeys::of(range, params)?;
                 self.read(|t| {
-                    let n = for_each_row(t, range, *reverse, *limit, &interrupt, sink)?;
+                    let n = for_each_row(t, &keys, *reverse, *limit, &interrupt, sink)?;
                     Ok(Outcome::Rows(n))
                 })
             }
             Statement::Count { range } => {
                 let interrupt = Arc::clone(&self.interrupt);
+                let keys = RangeKeys::of(range, params)?;
                 self.read(|t| {
                     if *range == KeyRange::default() {
                         return Ok(Outcome::Count(t.len()));
                     }
-                    let n = for_each_row(t, range, false, None, &interrupt, &mut |_, _| {})?;
+                    let n = for_each_row(t, &keys, false, None, &interrupt, &mut |_, _| {})?;
                     Ok(Outcome::Count(n))
                 })
             }
@@ -549,6 +611,72 @@ mod tests {
             Outcome::Rows(1001)
         );
         assert_eq!(rows, 1001);
+        Ok(())
+    }
+
+    /// Parameters stand for their bound bytes in every place a literal may; an unbound
+    /// one fails its statement, which changes nothing (inside a transaction too); binding
+    /// again replaces the bytes, unbinding removes them.
+    #[test]
+    fn parameters_are_bound_by_name_and_an_unbound_one_changes_nothing() -> Result<()> {
+        let mut s = Session::new(cairn_engine::Database::in_memory()?)?;
+        let rows = |s: &mut Session, src: &str| -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            Ok(s.execute(&statement(src))?.rows)
+        };
+        s.set_param("k", b"\x00key\xff".to_vec());
+        s.set_param(":v", "it's");
+        s.execute(&statement("PUT :k :v"))?;
+        assert_eq!(
+            rows(&mut s, "GET x'006b6579ff'")?,
+            [(b"\x00key\xff".to_vec(), b"it's".to_vec())]
+        );
+        for i in 0u64..10 {
+            s.set_param("i", i.to_be_bytes().to_vec());
+            s.execute(&statement("PUT :i 'n'"))?;
+        }
+        s.set_param("lo", 3u64.to_be_bytes().to_vec());
+        s.set_param("hi", 6u64.to_be_bytes().to_vec());
+        assert_eq!(rows(&mut s, "SCAN :lo :hi")?.len(), 3);
+        // (The key bound to :k, 0x00 then 'k', sorts after every 8-byte integer here.)
+        assert_eq!(
+            s.execute(&statement("COUNT :lo"))?.outcome,
+            Outcome::Count(8)
+        );
+        s.set_param("p", vec![0u8]);
+        assert_eq!(
+            s.execute(&statement("DELETE RANGE :lo PREFIX :p"))?.outcome,
+            Outcome::DeletedRange { count: 8 }
+        );
+        assert_eq!(
+            s.params().map(|(k, _)| k).collect::<Vec<_>>(),
+            ["hi", "i", "k", "lo", "p", "v"]
+        );
+
+        s.execute(&statement("BEGIN"))?;
+        assert!(s.unset_param(":v"));
+        assert!(!s.unset_param("v"));
+        for src in [
+            "PUT 'x' :v",
+            "GET :v",
+            "SCAN :v",
+            "DELETE PREFIX :v",
+            "COUNT 'a' :v",
+        ] {
+            let r = s.execute(&statement(src));
+            assert!(
+                matches!(&r, Err(ExecError::UnboundParameter(name)) if name == "v"),
+                "{src}: {r:?}"
+            );
+        }
+        assert!(
+            s.in_transaction(),
+            "a failed statement leaves the transaction open"
+        );
+        s.execute(&statement("COMMIT"))?;
+        assert_eq!(rows(&mut s, "GET 'x'")?, []);
+        s.clear_params();
+        assert_eq!(s.params().count(), 0);
+        assert!(s.execute(&statement("GET :k")).is_err());
         Ok(())
     }
 }

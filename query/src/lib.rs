@@ -33,7 +33,9 @@ pub use ast::{KeyRange, Literal, LiteralBytes, Located, Span, Statement};
 pub use error::{ExecError, ParseError, Position, render, render_from_line};
 pub use exec::{DEFAULT_TABLE, Outcome, Output, Session};
 pub use lexer::{LexState, unclosed_quote};
-pub use parser::{Limits, Script, parse_bytes, parse_bytes_with, parse_script, parse_script_with};
+pub use parser::{
+    Limits, Script, parse_bytes, parse_bytes_with, parse_literal, parse_script, parse_script_with,
+};
 pub use print::{display_bytes, is_printable};
 
 /// The README's examples (engine and language), compiled and run as doc tests.

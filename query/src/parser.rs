@@ -111,7 +111,7 @@ impl PError<'_> {
 type Res<'a, T> = IResult<&'a str, T, PError<'a>>;
 
 const STATEMENT: &str = "a statement (PUT, GET, DELETE, SCAN, COUNT, BEGIN, COMMIT, ROLLBACK, USE, CREATE, DROP or TABLES)";
-const LITERAL: &str = "a quoted string, x'..' or an integer";
+const LITERAL: &str = "a quoted string, x'..', an integer or a :parameter";
 
 fn failure<'a, T>(at: &'a str, expected: &'static str) -> Res<'a, T> {
     Err(nom::Err::Failure(PError {
@@ -171,12 +171,27 @@ fn keyword(kw: &'static str) -> impl Fn(&str) -> Res<'_, ()> {
     }
 }
 
-/// `literal = string | blob | integer`
+/// `literal = string | blob | integer | param`
 fn literal(limits: Limits) -> impl Fn(&str) -> Res<'_, Literal> {
     move |i| {
         let (i, ()) = ws(i)?;
-        alt((blob(limits), string(limits), integer)).parse(i)
+        alt((blob(limits), string(limits), integer, param)).parse(i)
     }
+}
+
+/// `param = ":" word`: a parameter, bound where the statement runs.
+fn param(i: &str) -> Res<'_, Literal> {
+    let Some(name) = i.strip_prefix(':') else {
+        return no_match(i);
+    };
+    let end = name.find(|c| !is_word_char(c)).unwrap_or(name.len());
+    if end == 0 || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return failure(
+            name,
+            "a parameter's name after ':' (a letter or '_', then letters, digits or '_')",
+        );
+    }
+    Ok((&name[end..], Literal::Param(name[..end].to_owned())))
 }
 
 /// `blob = "x'" { hex hex } "'"`
@@ -329,11 +344,11 @@ fn put_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
         (
             context(
-                "a key: a quoted string, x'..' or an integer",
+                "a key: a quoted string, x'..', an integer or a :parameter",
                 cut(literal(limits)),
             ),
             context(
-                "a value: a quoted string, x'..' or an integer",
+                "a value: a quoted string, x'..', an integer or a :parameter",
                 cut(literal(limits)),
             ),
         )
@@ -346,7 +361,7 @@ fn put_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
 fn key_stmt(limits: Limits, make: fn(Literal) -> Statement) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
         context(
-            "a key: a quoted string, x'..' or an integer",
+            "a key: a quoted string, x'..', an integer or a :parameter",
             cut(literal(limits)),
         )
         .map(make)
@@ -392,7 +407,7 @@ fn delete_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
             }
             _ => failure(
                 ws(i)?.0,
-                "a key (a quoted string, x'..' or an integer), RANGE or PREFIX",
+                "a key (a quoted string, x'..', an integer or a :parameter), RANGE or PREFIX",
             ),
         }
     }
@@ -622,6 +637,36 @@ pub fn parse_script_with(src: &str, limits: Limits) -> Script {
             }
         }
     }
+}
+
+/// Parses one literal (`'text'`, `x'00ff'`, `42`, `:name`), alone in `src` but for
+/// spaces and a `--` comment: a parameter's value, say (the shell's `.param set`).
+///
+/// # Errors
+/// What the literal lacks, or what follows it, with its offset in `src`.
+pub fn parse_literal(src: &str) -> Result<Literal, ParseError> {
+    let limits = Limits::default();
+    let parsed = context(LITERAL, cut(literal(limits)))
+        .parse(src)
+        .and_then(|(rest, l)| {
+            let (rest, ()) = ws(rest)?;
+            if rest.trim_end_matches(['\n', '\r']).is_empty() {
+                Ok(l)
+            } else {
+                // (Always an error: `map` only gives it the literal's type.)
+                failure::<()>(rest, "the end of the value").map(|_| l)
+            }
+        });
+    parsed.map_err(|e| match e {
+        nom::Err::Error(e) | nom::Err::Failure(e) => ParseError {
+            offset: src.len() - e.at.len(),
+            message: e.describe(),
+        },
+        nom::Err::Incomplete(_) => ParseError {
+            offset: src.len(),
+            message: "unexpected end of input".into(),
+        },
+    })
 }
 
 /// Parses a script given as bytes. Invalid UTF-8 is an error in the statement holding it;

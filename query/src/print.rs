@@ -38,6 +38,7 @@ impl fmt::Display for Literal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Literal::Int(n) => write!(f, "{n}"),
+            Literal::Param(name) => write!(f, ":{name}"),
             Literal::Blob(b) => f.write_str(&hex(b)),
             Literal::Text(s) => {
                 f.write_char('\'')?;

@@ -12,6 +12,7 @@ fn literal() -> impl Strategy<Value = Literal> {
         proptest::collection::vec(any::<u8>(), 0..24).prop_map(Literal::Blob),
         any::<u64>().prop_map(Literal::Int),
         Just(Literal::Int(u64::MAX)),
+        "[a-zA-Z_][a-zA-Z0-9_]{0,8}".prop_map(Literal::Param),
     ]
 }
 

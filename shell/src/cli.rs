@@ -32,6 +32,8 @@ Options:
   -logsize SIZE         the commit log of a file the shell creates (default 2M; 0: none,
                         every durable commit syncs the file): a smaller log makes a
                         smaller file and slower durable commits
+  -param NAME VALUE     bind the parameter :NAME to VALUE, a literal ('text', x'00ff',
+                        42) as .param set takes it (may be repeated)
   -mode MODE            output mode: table, plain, csv, json or line
   -header, -noheader    print column names, or not
   -h, -help             print this help
@@ -63,6 +65,8 @@ pub struct Options {
     pub log_size: Option<u64>,
     pub mode: Option<Mode>,
     pub headers: Option<bool>,
+    /// `-param NAME VALUE`, in order: names and values as given.
+    pub params: Vec<(String, String)>,
     pub help: bool,
     pub version: bool,
 }
@@ -94,6 +98,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 let size = value(arg)?;
                 let bytes = parse_size(&size).ok_or_else(|| format!("bad size {size:?}"))?;
                 o.log_size = Some(bytes as u64);
+            }
+            Some("param" | "parameter") => {
+                let name = value(arg)?;
+                let literal = value(arg)?;
+                o.params.push((name, literal));
             }
             Some("mode") => {
                 let m = value(arg)?;

@@ -17,7 +17,8 @@ Statements (separated by ; or new lines, keywords in any case):
   DELETE RANGE [start [end]] [PREFIX p]               DELETE PREFIX p
   BEGIN [READ]   COMMIT   ROLLBACK   USE t   TABLES
   CREATE TABLE [IF NOT EXISTS] t      DROP TABLE [IF EXISTS] t
-  Literals: 'text', \"text\", x'00ff', 42 (stored as 8 big-endian bytes)
+  Literals: 'text', \"text\", x'00ff', 42 (stored as 8 big-endian bytes),
+  :name (a parameter: its value is bound with .param set)
 
 Dot-commands, each on a line of its own:
 .backup FILE          write a consistent copy of the database to FILE
@@ -39,6 +40,9 @@ Dot-commands, each on a line of its own:
                       or a new database in memory
 .output [FILE]        send results to FILE (emptied first), or back to the screen
 .page N               page N decoded: its kind, the commit that wrote it, its entries
+.param [list]         the parameters statements name as :name, with their values
+.param set NAME VALUE bind :NAME to VALUE, a literal ('text', x'00ff', 42, :other)
+.param unset NAME     unbind :NAME;  .param clear unbinds them all
 .pages                every page: its kind, the tree it belongs to, items and fill
                       (a run - the log, a large value, the freelist - in one row)
 .read FILE            run the statements and commands in FILE
@@ -54,10 +58,10 @@ Ctrl-D leaves (an open transaction is rolled back).";
 const MAX_READ_DEPTH: usize = 16;
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 20] = [
+pub const COMMANDS: [&str; 21] = [
     ".backup", ".check", ".dump", ".exit", ".export", ".headers", ".help", ".import", ".mode",
     ".once", ".open", ".output", ".quit", ".read", ".stats", ".tables", ".timer", ".compact",
-    ".pages", ".page",
+    ".pages", ".page", ".param",
 ];
 
 /// The dot-commands whose argument names a file, for completion.
@@ -106,6 +110,19 @@ fn split_words(line: &str) -> Option<Vec<String>> {
 /// # Errors
 /// Only failures to write the output; a failing command is reported and counted.
 pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
+    // `.param`'s value is a literal of the language, quotes and all: its line is not split.
+    let trimmed = line.trim_start();
+    let (first, rest) = trimmed
+        .split_once(char::is_whitespace)
+        .unwrap_or((trimmed, ""));
+    if first == ".param" || first == ".parameter" {
+        match crate::param::run(shell, rest) {
+            Ok(text) if text.is_empty() => {}
+            Ok(text) => writeln!(shell.out, "{text}")?,
+            Err(message) => shell.error(&format!("{at}: {message}"))?,
+        }
+        return Ok(Flow::Continue);
+    }
     // Arguments split as a POSIX shell would: `.open 'my file.cairn'`, `.read a\ b.cq`.
     let Some(words) = split_words(line) else {
         shell.error(&format!(

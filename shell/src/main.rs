@@ -14,6 +14,7 @@ mod dump;
 mod info;
 mod inspect;
 mod output;
+mod param;
 mod recover;
 mod render;
 mod repl;
@@ -129,7 +130,14 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         tuning,
         interactive,
     };
-    let mut shell = Shell::new(opened.session, opened.label, settings);
+    let mut session = opened.session;
+    for (name, value) in &options.params {
+        if let Err(message) = param::bind(&mut session, name, value) {
+            eprintln!("cairn: -param {name}: {message}");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let mut shell = Shell::new(session, opened.label, settings);
     shell.catch_interrupts()?;
     let mut flow = Flow::Continue;
     if interactive {

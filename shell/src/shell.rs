@@ -380,8 +380,8 @@ impl Shell {
                     return Ok(Flow::Quit);
                 }
             }
-            if let Err(message) = self.run_statement(stmt)? {
-                self.error(&render(stmt.span.start, &message))?;
+            if let Err((message, offset)) = self.run_statement(stmt, &full)? {
+                self.error(&render(stmt.span.start + offset, &message))?;
                 if self.settings.bail {
                     return Ok(Flow::Quit);
                 }
@@ -399,8 +399,13 @@ impl Shell {
         Ok(Flow::Continue)
     }
 
-    /// Runs one statement and prints its result; `Ok(Err(message))` when it failed.
-    fn run_statement(&mut self, stmt: &Located) -> io::Result<Result<(), String>> {
+    /// Runs one statement (of script text `src`) and prints its result; `Ok(Err(..))`
+    /// when it failed: the message, and where in the statement to show it.
+    fn run_statement(
+        &mut self,
+        stmt: &Located,
+        src: &str,
+    ) -> io::Result<Result<(), (String, usize)>> {
         let started = Stamp::now();
         let produces_rows = matches!(
             stmt.statement,
@@ -430,7 +435,10 @@ impl Shell {
             Ok(o) => o,
             // The rows before the interrupt are printed; the caller reports it.
             Err(ExecError::Interrupted) => return Ok(Ok(())),
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => {
+                let text = src.get(stmt.span.start..stmt.span.end).unwrap_or_default();
+                return Ok(Err((e.to_string(), e.offset_in(text))));
+            }
         };
         match outcome {
             Outcome::Count(n) => {
@@ -514,6 +522,10 @@ impl Shell {
             read_only_because,
         } = opened;
         session.set_interrupt_flag(Arc::clone(&self.interrupt));
+        // The parameters stay bound across `.open`: they belong to the shell's statements.
+        for (name, value) in self.session.params() {
+            session.set_param(name, value);
+        }
         let old = std::mem::replace(&mut self.session, session);
         let old_label = std::mem::replace(&mut self.label, label);
         let (rolled_back, failed_close) = close_session(old, &old_label);

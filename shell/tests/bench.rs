@@ -414,11 +414,29 @@ fn bench_sets_a_baseline_beside_the_report_and_fails_on_a_slowdown_past_the_thre
     let tables = md.split("\n\n").filter(|t| t.starts_with('|')).count();
     assert_eq!(tables, 3, "{md}");
 
+    // Parameters are bound in every session: without them each statement fails.
+    let keyed = dir.path().join("keyed.cq");
+    std::fs::write(&keyed, "PUT :k :v\nGET :k\n").unwrap_or_else(|e| panic!("{e}"));
+    let errors = |extra: &[&str]| {
+        let mut args = vec!["--memory", "--threads", "2", "--format", "csv"];
+        args.extend(extra);
+        let csv = text(&bench_once(&keyed, &args).stdout);
+        let all = csv
+            .lines()
+            .find(|l| l.starts_with("all,"))
+            .unwrap_or_default()
+            .to_owned();
+        all.rsplit(',').next().unwrap_or_default().to_owned()
+    };
+    assert_eq!(errors(&[]), "4", "two statements in each of two sessions");
+    assert_eq!(errors(&["--param", "k", "7", "--param", "v", ":k"]), "0");
+
     // A file that is not a report, and a threshold without a baseline, are refused.
     for bad in [
         vec!["--baseline", path(&script)],
         vec!["--max-slowdown", "5"],
         vec!["--baseline", path(&faster), "--max-slowdown", "x"],
+        vec!["--param", "k", "unquoted"],
     ] {
         let o = bench_once(&script, &bad);
         assert_eq!(o.status.code(), Some(2), "{bad:?}");

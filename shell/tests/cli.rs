@@ -782,3 +782,36 @@ fn dump_refuses_a_value_the_language_cannot_hold() {
         "{out}"
     );
 }
+
+#[test]
+fn a_bad_parameter_on_the_command_line_is_bad_usage() {
+    for (args, says) in [
+        (&["-param", "1x", "2"][..], "not a parameter's name"),
+        (&["-param", "k", "word"][..], "expected a quoted string"),
+        (&["-param", "k", ":other"][..], ":other has no value"),
+        (&["-param", "k"][..], "needs a value"),
+    ] {
+        let o = cairn(args, b"GET 1\n");
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&o.stderr).contains(says),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    // One parameter may copy another bound before it.
+    let o = cairn(
+        &[
+            "-param",
+            "a",
+            "x'ff'",
+            "-param",
+            "b",
+            ":a",
+            "-c",
+            "PUT :b :a; SCAN",
+        ],
+        b"",
+    );
+    assert_eq!(text(&o.stdout), "x'ff'\tx'ff'\n", "{}", text(&o.stderr));
+}

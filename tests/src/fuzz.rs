@@ -29,15 +29,49 @@ pub fn parse(data: &[u8]) {
     }
 }
 
-/// Any bytes as a script on an in-memory database: on the default table, PUT, DELETE (of
-/// keys and of ranges) and GET with BEGIN/COMMIT/ROLLBACK agree with a model; the file
-/// stays consistent.
+/// The literals of `stmt`, which all must resolve for it to run.
+fn literals(stmt: &Statement) -> Vec<&Literal> {
+    fn range(r: &cairn_query::KeyRange) -> Vec<&Literal> {
+        [&r.start, &r.end, &r.prefix]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+    match stmt {
+        Statement::Put { key, value } => vec![key, value],
+        Statement::Get { key } | Statement::Delete { key } => vec![key],
+        Statement::DeleteRange { range: r }
+        | Statement::Scan { range: r, .. }
+        | Statement::Count { range: r } => range(r),
+        _ => Vec::new(),
+    }
+}
+
+/// Any bytes as a script on an in-memory database, with parameters `:a` and `:n` bound:
+/// on the default table, PUT, DELETE (of keys and of ranges) and GET with
+/// BEGIN/COMMIT/ROLLBACK agree with a model; a statement naming another parameter fails
+/// and changes nothing; the file stays consistent.
 pub fn script(data: &[u8]) {
     let Ok(db) = Database::in_memory() else {
         return;
     };
     let Ok(mut session) = Session::new(db.clone()) else {
         return;
+    };
+    let params: BTreeMap<String, Vec<u8>> = [
+        ("a".to_owned(), b"a".to_vec()),
+        ("n".to_owned(), 1u64.to_be_bytes().to_vec()),
+    ]
+    .into();
+    for (name, value) in &params {
+        session.set_param(name, value.clone());
+    }
+    // (Resolved here, not by `Literal::bytes_with`, which the executor uses.)
+    let bytes = |l: &Literal| match l {
+        Literal::Param(name) => params.get(name).cloned(),
+        Literal::Text(t) => Some(t.as_bytes().to_vec()),
+        Literal::Blob(b) => Some(b.clone()),
+        Literal::Int(n) => Some(n.to_be_bytes().to_vec()),
     };
     let script = parse_bytes(data);
     let modelled = !script.statements.iter().any(|s| {
@@ -50,22 +84,34 @@ pub fn script(data: &[u8]) {
     let mut working: Option<BTreeMap<Vec<u8>, Vec<u8>>> = None;
     for s in &script.statements {
         let result = session.execute(&s.statement);
+        if literals(&s.statement)
+            .into_iter()
+            .any(|l| bytes(l).is_none())
+        {
+            assert!(
+                matches!(result, Err(cairn_query::ExecError::UnboundParameter(_))),
+                "{}: {result:?}",
+                s.statement
+            );
+            continue;
+        }
         if !modelled {
             continue;
         }
         let view = working.as_mut().unwrap_or(&mut committed);
+        let resolved = |l: &Literal| bytes(l).unwrap_or_default();
         match (&s.statement, result) {
             (Statement::Put { key, value }, Ok(_)) => {
-                view.insert(key.bytes().to_vec(), value.bytes().to_vec());
+                view.insert(resolved(key), resolved(value));
             }
             (Statement::Delete { key }, Ok(out)) => {
-                let existed = view.remove(&key.bytes()[..]).is_some();
+                let existed = view.remove(&resolved(key)).is_some();
                 assert_eq!(out.outcome, Outcome::Delete { existed });
             }
             (Statement::DeleteRange { range }, Ok(out)) => {
-                let bytes = |l: &Option<Literal>| l.as_ref().map(|l| l.bytes().to_vec());
+                let bound = |l: &Option<Literal>| l.as_ref().map(resolved);
                 let (start, end, prefix) =
-                    (bytes(&range.start), bytes(&range.end), bytes(&range.prefix));
+                    (bound(&range.start), bound(&range.end), bound(&range.prefix));
                 let gone: Vec<Vec<u8>> = view
                     .keys()
                     .filter(|k| start.as_ref().is_none_or(|s| *k >= s))
@@ -80,9 +126,10 @@ pub fn script(data: &[u8]) {
                 assert_eq!(out.outcome, Outcome::DeletedRange { count });
             }
             (Statement::Get { key }, Ok(out)) => {
+                let key = resolved(key);
                 let want: Vec<_> = view
-                    .get(&key.bytes()[..])
-                    .map(|v| (key.bytes().to_vec(), v.clone()))
+                    .get(&key)
+                    .map(|v| (key.clone(), v.clone()))
                     .into_iter()
                     .collect();
                 assert_eq!(out.rows, want);

@@ -2,12 +2,12 @@
 //! tables with transactions: autocommit statements, BEGIN/COMMIT/ROLLBACK, read
 //! transactions (`BEGIN READ`) that keep their snapshot while a second session writes,
 //! failing statements inside a transaction, range deletes, table creation, dropping and
-//! switching, reopening.
+//! switching, parameters bound, rebound and unbound, reopening.
 
 use std::collections::BTreeMap;
 
 use cairn_engine::Database;
-use cairn_query::{ExecError, KeyRange, Outcome, Session, Statement, parse_script};
+use cairn_query::{ExecError, KeyRange, Literal, Outcome, Session, Statement, parse_script};
 use cairn_tests::{scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -22,6 +22,8 @@ struct Model {
     /// The snapshot of a read transaction, between `BEGIN READ` and its end.
     reading: Option<Tables>,
     table: String,
+    /// The session's bound parameters.
+    params: BTreeMap<String, Vec<u8>>,
 }
 
 impl Model {
@@ -41,10 +43,24 @@ impl Model {
     fn in_txn(&self) -> bool {
         self.working.is_some() || self.reading.is_some()
     }
+    /// The bytes of `l`; `Err` for a parameter that is not bound. (Resolved here, not by
+    /// `Literal::bytes_with`, which the executor uses.)
+    fn bytes(&self, l: &Literal) -> Result<Vec<u8>, ()> {
+        match l {
+            Literal::Param(name) => self.params.get(name).cloned().ok_or(()),
+            Literal::Text(t) => Ok(t.as_bytes().to_vec()),
+            Literal::Blob(b) => Ok(b.clone()),
+            Literal::Int(n) => Ok(n.to_be_bytes().to_vec()),
+        }
+    }
 }
 
+/// The parameters scripts name: the last is never bound.
+const PARAMS: [&str; 4] = ["p0", "p1", "p2", "unbound"];
+
 fn key(rng: &mut SmallRng) -> String {
-    match rng.random_range(0..10) {
+    match rng.random_range(0..12) {
+        10 | 11 => format!(":{}", PARAMS[rng.random_range(0..PARAMS.len())]),
         0 => rng.random_range(0u64..20).to_string(),
         1 => format!("x'{:02x}{:02x}'", rng.random::<u8>(), rng.random::<u8>()),
         2 => format!("'{}'", "k".repeat(1100)), // over the 1024-byte key limit
@@ -112,16 +128,20 @@ fn statement(rng: &mut SmallRng) -> String {
 /// The entries of `t` in `range`, by their definition: at or after the start, before the
 /// end, starting with the prefix.
 fn in_range<'a>(
+    m: &Model,
     t: &'a BTreeMap<Vec<u8>, Vec<u8>>,
     range: &KeyRange,
-) -> impl Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)> {
-    let start = range.start.as_ref().map(|l| l.bytes().to_vec());
-    let end = range.end.as_ref().map(|l| l.bytes().to_vec());
-    let prefix = range.prefix.as_ref().map(|l| l.bytes().to_vec());
-    t.iter()
+) -> Result<impl Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)> + use<'a>, ()> {
+    let bound = |l: &Option<Literal>| l.as_ref().map(|l| m.bytes(l)).transpose();
+    let (start, end, prefix) = (
+        bound(&range.start)?,
+        bound(&range.end)?,
+        bound(&range.prefix)?,
+    );
+    Ok(t.iter()
         .filter(move |(k, _)| start.as_ref().is_none_or(|s| *k >= s))
         .filter(move |(k, _)| end.as_ref().is_none_or(|e| *k < e))
-        .filter(move |(k, _)| prefix.as_ref().is_none_or(|p| k.starts_with(p)))
+        .filter(move |(k, _)| prefix.as_ref().is_none_or(|p| k.starts_with(p))))
 }
 
 /// What the model says `stmt` returns: rows for reads, a count, or an error.
@@ -189,28 +209,30 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             vec![],
         )),
         Statement::Put { key, value } => {
-            let key = key.bytes().to_vec();
+            let (key, value) = (m.bytes(key)?, m.bytes(value)?);
             if key.len() > 1024 {
                 return Err(());
             }
             let t = m.view_mut()?.get_mut(&table).ok_or(())?;
-            let replaced = t.insert(key, value.bytes().to_vec()).is_some();
+            let replaced = t.insert(key, value).is_some();
             Ok((Outcome::Put { replaced }, vec![]))
         }
         Statement::Delete { key } => {
+            let key = m.bytes(key)?;
             let t = m.view_mut()?.get_mut(&table).ok_or(())?;
-            let existed = t.remove(&key.bytes()[..]).is_some();
+            let existed = t.remove(&key).is_some();
             Ok((Outcome::Delete { existed }, vec![]))
         }
         Statement::Get { key } => {
+            let k = m.bytes(key)?;
             let t = m.view().get(&table).ok_or(())?;
-            let k = key.bytes().to_vec();
             let rows: Vec<_> = t.get(&k).map(|v| (k, v.clone())).into_iter().collect();
             Ok((Outcome::Rows(rows.len() as u64), rows))
         }
         Statement::DeleteRange { range } => {
+            let t = m.view().get(&table).ok_or(())?;
+            let gone: Vec<Vec<u8>> = in_range(m, t, range)?.map(|(k, _)| k.clone()).collect();
             let t = m.view_mut()?.get_mut(&table).ok_or(())?;
-            let gone: Vec<Vec<u8>> = in_range(t, range).map(|(k, _)| k.clone()).collect();
             for k in &gone {
                 t.remove(k);
             }
@@ -223,7 +245,7 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
                 _ => (false, None),
             };
             let t = m.view().get(&table).ok_or(())?;
-            let mut rows: Rows = in_range(t, range)
+            let mut rows: Rows = in_range(m, t, range)?
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             if reverse {
@@ -254,10 +276,11 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
         working: None,
         reading: None,
         table: "main".into(),
+        params: BTreeMap::new(),
     };
     model.committed.insert("main".into(), BTreeMap::new());
     let (mut succeeded, mut failed, mut rows_seen, mut range_deleted) = (0, 0, 0, 0);
-    let mut unseen_writes = 0;
+    let (mut unseen_writes, mut bound_changes, mut unbound_failures) = (0, 0, 0);
     for step in 0..scale("CAIRN_QUERY_OPS", 3000) {
         if rng.random_range(0..200) == 0 {
             let in_txn = model.in_txn();
@@ -272,6 +295,28 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
             other = Session::new(session.database().clone())?;
             model.committed.entry("main".into()).or_default();
             model.table = "main".into();
+            // (A new session binds no parameters.)
+            model.params.clear();
+            continue;
+        }
+        if rng.random_range(0..25) == 0 {
+            // Bind a parameter to a key's bytes (the last stays unbound), or unbind one.
+            let name = PARAMS[rng.random_range(0..PARAMS.len() - 1)];
+            if rng.random_range(0..4) == 0 {
+                let was = model.params.remove(name).is_some();
+                let colon = format!(":{name}");
+                assert_eq!(session.unset_param(&colon), was, "step {step}");
+            } else {
+                let script = parse_script(&format!("GET {}", key(&mut rng)));
+                let Statement::Get { key } = &script.statements[0].statement else {
+                    unreachable!()
+                };
+                if let Ok(bytes) = model.bytes(key) {
+                    session.set_param(name, bytes.clone());
+                    model.params.insert(name.to_owned(), bytes);
+                }
+            }
+            bound_changes += 1;
             continue;
         }
         if model.working.is_none() && rng.random_range(0..8) == 0 {
@@ -283,9 +328,12 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
             let Statement::Put { key, value } = stmt else {
                 unreachable!()
             };
-            let (key, value) = (key.bytes().to_vec(), value.bytes().to_vec());
-            let expected = match model.committed.get_mut("main") {
-                Some(t) if key.len() <= 1024 => Ok(t.insert(key, value).is_some()),
+            // (The other session binds no parameters.)
+            let (key, value) = (key.bytes().map(|b| b.to_vec()), value.bytes());
+            let expected = match (model.committed.get_mut("main"), key, value) {
+                (Some(t), Some(key), Some(value)) if key.len() <= 1024 => {
+                    Ok(t.insert(key, value.to_vec()).is_some())
+                }
                 _ => Err(()),
             };
             match (other.execute(stmt), expected) {
@@ -313,7 +361,10 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
                 succeeded += 1;
                 rows_seen += rows.len();
             }
-            (Err(_), Err(())) => failed += 1,
+            (Err(e), Err(())) => {
+                failed += 1;
+                unbound_failures += usize::from(matches!(e, ExecError::UnboundParameter(_)));
+            }
             (got, want) => panic!("step {step}: {src}: got {got:?}, model says {want:?}"),
         }
         assert_eq!(session.in_transaction(), model.in_txn());
@@ -323,10 +374,16 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!(
         "{succeeded} statements succeeded, {failed} failed as the model said, {rows_seen} rows \
          compared, {range_deleted} keys deleted by ranges, {unseen_writes} writes made beside \
-         a read transaction"
+         a read transaction, {bound_changes} parameters bound or unbound, {unbound_failures} \
+         statements failed on an unbound one"
     );
     assert!(
-        succeeded > failed && rows_seen > 500 && range_deleted > 0 && unseen_writes > 10,
+        succeeded > failed
+            && rows_seen > 500
+            && range_deleted > 0
+            && unseen_writes > 10
+            && bound_changes > 10
+            && unbound_failures > 10,
         "the script exercises too little"
     );
     Ok(())

@@ -200,6 +200,54 @@ fn literals_and_escapes() {
     assert_eq!(key("'multi\nline'"), text("multi\nline"));
     assert_eq!(key("18446744073709551615"), Literal::Int(u64::MAX));
     assert_eq!(key("'a\0b'"), text("a\0b"));
+    assert_eq!(key(":user_id"), Literal::Param("user_id".into()));
+    assert_eq!(key(":_9"), Literal::Param("_9".into()));
+}
+
+#[test]
+fn parameters_stand_wherever_a_literal_does() {
+    let p = |name: &str| Some(Literal::Param(name.into()));
+    assert_eq!(
+        one("PUT :k :v"),
+        Statement::Put {
+            key: Literal::Param("k".into()),
+            value: Literal::Param("v".into()),
+        }
+    );
+    assert_eq!(
+        one("SCAN :from :to PREFIX :p LIMIT 3"),
+        Statement::Scan {
+            range: KeyRange {
+                start: p("from"),
+                end: p("to"),
+                prefix: p("p"),
+            },
+            reverse: false,
+            limit: Some(3),
+        }
+    );
+    assert_eq!(
+        one("DELETE PREFIX :p"),
+        Statement::DeleteRange {
+            range: KeyRange {
+                prefix: p("p"),
+                ..KeyRange::default()
+            }
+        }
+    );
+    assert_eq!(
+        one("DELETE :k"),
+        Statement::Delete {
+            key: Literal::Param("k".into())
+        }
+    );
+    // Inside quotes a colon is text.
+    assert_eq!(
+        one("GET ':k'"),
+        Statement::Get {
+            key: Literal::Text(":k".into())
+        }
+    );
 }
 
 #[test]
@@ -255,12 +303,17 @@ fn each_error_class_reports_its_position() {
             "expected a space or the end of the integer",
         ),
         ("GET 'a' 'b'", (1, 9), "expected the end of the statement"),
+        ("GET :", (1, 6), "expected a parameter's name after ':'"),
+        ("PUT : 'v'", (1, 6), "expected a parameter's name after ':'"),
+        ("GET :9", (1, 6), "expected a parameter's name after ':'"),
+        ("SCAN :a-b", (1, 8), "expected the end of the statement"),
+        ("LIMIT", (1, 1), "expected a statement"),
         ("SCAN 'a' FOO", (1, 10), "expected PREFIX, REVERSE, LIMIT"),
         ("COUNT REVERSE", (1, 7), "expected PREFIX or the end"),
         (
             "DELETE",
             (1, 7),
-            "expected a key (a quoted string, x'..' or an integer), RANGE or PREFIX",
+            "expected a key (a quoted string, x'..', an integer or a :parameter), RANGE or PREFIX",
         ),
         ("DELETE ALL", (1, 8), "expected a key"),
         (
@@ -416,5 +469,21 @@ fn the_language_document_examples_parse() {
         assert!(script.errors.is_empty(), "{block}: {:?}", script.errors);
         blocks += 1;
     }
-    assert_eq!(blocks, 4);
+    assert_eq!(blocks, 5);
+}
+
+#[test]
+fn a_literal_alone_parses_and_anything_after_it_is_an_error() {
+    assert_eq!(parse_literal(" 'it''s' "), Ok(text("it's")));
+    assert_eq!(parse_literal("42 -- the answer\n"), Ok(Literal::Int(42)));
+    assert_eq!(parse_literal("x'00ff'"), Ok(Literal::Blob(vec![0, 0xff])));
+    assert_eq!(parse_literal(":other"), Ok(Literal::Param("other".into())));
+    let err = |src: &str| parse_literal(src).err().map(|e| (e.offset, e.message));
+    assert_eq!(
+        err("'a' 'b'"),
+        Some((4, "expected the end of the value, found '\\''".into()))
+    );
+    assert!(err("").is_some_and(|(at, m)| at == 0 && m.starts_with("expected a quoted string")));
+    assert!(err("'open").is_some_and(|(_, m)| m.starts_with("unterminated string")));
+    assert!(err("-3").is_some_and(|(_, m)| m.starts_with("negative integers")));
 }

@@ -38,6 +38,8 @@ Options:
                        durable commit syncs the file)
   --db FILE            run against FILE instead of a fresh temporary database
   --memory             run against an in-memory database
+  --param NAME VALUE   bind the parameter :NAME in every session to VALUE, a literal
+                       ('text', x'00ff', 42) as the shell's .param set takes it
   --format F           table, json, csv or markdown (default table)
   --output FILE        write the report to FILE instead of standard output
   --baseline FILE      an earlier report (--format json) to set each statement kind's
@@ -69,7 +71,10 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
         poll_waits: true,
         db: None,
         memory: false,
+        params: Vec::new(),
     };
+    // (Values are checked, and `:other` resolved, by binding them in a scratch session.)
+    let mut scratch = cairn_query::Session::new(cairn_engine::Database::in_memory()?)?;
     let mut format = Format::Table;
     let mut output: Option<PathBuf> = None;
     let mut baseline: Option<PathBuf> = None;
@@ -100,6 +105,12 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
             }
             "db" => plan.db = Some(it.next().context("--db needs a file")?.into()),
             "memory" => plan.memory = true,
+            "param" => {
+                let name = it.next().context("--param needs a name and a value")?;
+                let value = it.next().context("--param needs a name and a value")?;
+                crate::param::bind(&mut scratch, name, value)
+                    .map_err(|e| anyhow::anyhow!("--param {name}: {e}"))?;
+            }
             "format" => {
                 let f = it.next().context("--format needs a value")?;
                 format = Format::parse(f).with_context(|| format!("unknown format {f}"))?;
@@ -133,6 +144,10 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
         bail!("--max-slowdown needs --baseline");
     }
     plan.threads = threads.unwrap_or(scripts.len()).max(1);
+    plan.params = scratch
+        .params()
+        .map(|(n, v)| (n.to_owned(), v.to_vec()))
+        .collect();
     let baseline = baseline.as_deref().map(Baseline::load).transpose()?;
 
     let setup_workload = setup.as_ref().map(run::load).transpose()?;

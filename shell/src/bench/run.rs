@@ -103,6 +103,8 @@ pub struct Plan {
     /// A database to run against instead of a fresh one each run.
     pub db: Option<PathBuf>,
     pub memory: bool,
+    /// Parameters every session binds: names (without the colon) and bytes.
+    pub params: Vec<(String, Vec<u8>)>,
 }
 
 /// What one run measured.
@@ -160,6 +162,7 @@ pub fn run_once(
     };
     // The session creates the default table now, not inside the timed part.
     let mut session = Session::new(db.clone())?;
+    bind(&mut session, &plan.params);
     if let Some(setup) = setup {
         let mut ignore = Latencies::new()?;
         run_statements(&mut session, setup, &mut ignore, &ProgressBar::hidden());
@@ -176,6 +179,7 @@ pub fn run_once(
                 let (db, scripts, progress) = (db.clone(), scripts.clone(), progress.clone());
                 scope.spawn(move || -> anyhow::Result<Latencies> {
                     let mut session = Session::new(db)?;
+                    bind(&mut session, &plan.params);
                     let mut lat = Latencies::new()?;
                     run_statements(
                         &mut session,
@@ -214,4 +218,11 @@ pub fn run_once(
         },
         file_size: after.file_size,
     })
+}
+
+/// Binds `params` (names without their colons, and bytes) in `session`.
+fn bind(session: &mut Session, params: &[(String, Vec<u8>)]) {
+    for (name, value) in params {
+        session.set_param(name, value.clone());
+    }
 }
