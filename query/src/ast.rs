@@ -54,6 +54,7 @@ impl Literal {
     ) -> Result<LiteralBytes<'a>, &'a str> {
         match self {
             Literal::Param(name) => params.get(name).map(|v| LiteralBytes::Slice(v)).ok_or(name),
+            // (Never `None`: only a parameter has no bytes of its own.)
             other => other.bytes().ok_or(""),
         }
     }

@@ -21,9 +21,10 @@ const KEYWORDS: [&str; 23] = [
     "LIMIT", "main", "x''",
 ];
 
-/// Completion of keywords, dot-commands, table names and file names; multi-line input
-/// while a quote is open.
+/// Completion of keywords, dot-commands, table names, bound parameters and file names;
+/// multi-line input while a quote is open.
 struct CairnHelper {
+    /// The tables' names, and the bound parameters' as `:name`.
     tables: Rc<RefCell<Vec<String>>>,
     files: FilenameCompleter,
 }
@@ -53,13 +54,18 @@ fn in_file_argument(line: &str, pos: usize) -> bool {
 }
 
 /// What the word before `pos` in `line` may complete to: a dot-command, or a keyword or
-/// one of `tables` (keywords in the case the word is typed in); and where the word starts.
-/// A word that has one completion gets a space after it too, unless one follows already.
+/// one of `tables` (table names, and parameters as `:name`; keywords in the case the word
+/// is typed in); and where the word starts. A word that has one completion gets a space
+/// after it too, unless one follows already.
 fn candidates(line: &str, pos: usize, tables: &[String]) -> (usize, Vec<Pair>) {
     let before = line.get(..pos).unwrap_or(line);
-    let start = before
+    let mut start = before
         .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
         .map_or(0, |i| i + 1);
+    // A parameter's colon belongs to its word.
+    if before[..start].ends_with(':') {
+        start -= 1;
+    }
     let word = &before[start..];
     let lower = word.chars().all(|c| !c.is_ascii_uppercase());
     let mut out: Vec<Pair> = Vec::new();
@@ -129,12 +135,14 @@ fn history_file() -> Option<PathBuf> {
     Some(dir.join("history"))
 }
 
+/// Sets `tables` to the tables' names and the bound parameters' (as `:name`).
 fn refresh_tables(shell: &mut Shell, tables: &RefCell<Vec<String>>) {
     if let Ok(cairn_query::Outcome::Tables(list)) = shell
         .session
         .run(&cairn_query::Statement::Tables, &mut |_, _| {})
     {
-        *tables.borrow_mut() = list.into_iter().map(|t| t.name).collect();
+        let params = shell.session.params().map(|(name, _)| format!(":{name}"));
+        *tables.borrow_mut() = list.into_iter().map(|t| t.name).chain(params).collect();
     }
 }
 
@@ -239,6 +247,19 @@ mod tests {
         );
         assert_eq!(complete("zzz", &[]), (0, vec![]));
         assert_eq!(complete("", &[]), (0, vec![]));
+    }
+
+    #[test]
+    fn bound_parameters_complete_after_their_colon() {
+        let names = ["main", ":user", ":user_id", ":value"];
+        assert_eq!(complete("PUT :v", &names), (4, vec![":value ".to_owned()]));
+        assert_eq!(
+            complete("GET :us", &names),
+            (4, vec![":user".to_owned(), ":user_id".to_owned()])
+        );
+        assert_eq!(complete("GET :x", &names), (4, vec![]));
+        // Without the colon, a word is a keyword or a table.
+        assert_eq!(complete("GET val", &names), (4, vec![]));
     }
 
     #[test]
