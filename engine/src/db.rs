@@ -635,6 +635,7 @@ pub struct IoStats {
     pub syncs: u64,
     /// Positioned writes.
     pub writes: u64,
+    /// Bytes those writes wrote.
     pub bytes_written: u64,
     /// The file's length now.
     pub file_size: u64,

@@ -14,15 +14,22 @@ use crate::format::{HEADER_LEN, Header, SLOT_LEN, SLOT_OFFSET, Slot};
 pub enum SlotInfo {
     /// The slot's checksum holds.
     Valid {
+        /// The commit this slot names.
         txid: u64,
+        /// The newest commit that was durable when this one was written.
         durable_txid: u64,
+        /// The file's length in pages at this commit.
         page_count: u64,
+        /// The root page of the catalog (the tree of tables).
         catalog_page: u64,
         /// The freelist's first page (0: no free pages); `None` for a commit the commit
         /// log holds, whose free set was only in the writer's memory.
         freelist_page: Option<u64>,
+        /// How many pages the freelist's run takes.
         freelist_len: u64,
+        /// The commit log's first page (0: the file has none).
         log_page: u64,
+        /// The commit log's length in pages.
         log_pages: u64,
     },
     /// Never written, torn or damaged.
@@ -32,9 +39,13 @@ pub enum SlotInfo {
 /// The header and slots of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileInfo {
+    /// The file's length in bytes.
     pub len: u64,
+    /// The format version in the header.
     pub format_version: u32,
+    /// The page size in bytes.
     pub page_size: u32,
+    /// The two commit slots, in file order.
     pub slots: [SlotInfo; 2],
 }
 

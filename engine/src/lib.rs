@@ -20,6 +20,7 @@
 //!
 //! The file format and the commit protocol are described in `docs/design.md`.
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 mod backup;
 mod btree;

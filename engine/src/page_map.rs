@@ -10,6 +10,7 @@ use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage};
 /// What one page holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PageInfo {
+    /// The page number (a run's first page for a run).
     pub page: u64,
     /// `header`, `log`, `branch`, `leaf`, `legacy branch` and `legacy leaf` (written
     /// before format version 5 and 4, without heads in their slots), `overflow`, `freelist`, `free` (listed in the
@@ -29,20 +30,32 @@ pub struct PageInfo {
 pub enum PageEntry {
     /// A leaf entry: key, and value (or where its overflow run is).
     Leaf {
+        /// The key.
         key: Vec<u8>,
+        /// The value, when it is stored in the leaf.
         value: Option<Vec<u8>>,
+        /// The first page of the value's overflow run, when it has one.
         overflow: Option<u64>,
     },
     /// A branch entry: the separator (none for the leftmost child) and the child page.
-    Branch { key: Option<Vec<u8>>, child: u64 },
+    Branch {
+        /// The separator: the child's keys are at or after it.
+        key: Option<Vec<u8>>,
+        /// The child's page.
+        child: u64,
+    },
 }
 
 /// A page decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageDump {
+    /// The page number.
     pub page: u64,
+    /// What its header says it is (`leaf`, `branch`, `overflow`, ...).
     pub kind: String,
+    /// The commit that wrote it, from its header.
     pub txid: u64,
+    /// Its entries, in order (none for a page that holds no tree entries).
     pub entries: Vec<PageEntry>,
 }
 

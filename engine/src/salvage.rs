@@ -26,7 +26,9 @@ use walk::Walk;
 pub enum LostKeys {
     /// Every key from `from` (inclusive) up to `to` (exclusive); `None`: that end is open.
     Range {
+        /// The first key that may be lost.
         from: Option<Vec<u8>>,
+        /// The first key after the lost ones.
         to: Option<Vec<u8>>,
     },
     /// The value of this one key (its overflow run does not verify).
@@ -45,6 +47,7 @@ pub struct Lost {
     pub table: Option<String>,
     /// The page that failed.
     pub page: u64,
+    /// The keys lost with it.
     pub keys: LostKeys,
     /// Why it could not be read.
     pub reason: String,
@@ -63,17 +66,26 @@ pub enum Salvaged<'a> {
     Lost(&'a Lost),
     /// A commit from the commit log; its changes follow.
     LoggedCommit,
-    /// Changes of a logged commit, in the order it made them.
+    /// A change of a logged commit (they come in the order it made them): `key` now
+    /// holds `value` in `table`.
     Put {
+        /// The table.
         table: &'a str,
+        /// The key.
         key: &'a [u8],
+        /// Its new value.
         value: &'a [u8],
     },
+    /// A change of a logged commit: `key` was removed from `table`.
     Delete {
+        /// The table.
         table: &'a str,
+        /// The key.
         key: &'a [u8],
     },
+    /// A change of a logged commit: this table was created.
     Created(&'a str),
+    /// A change of a logged commit: this table was dropped, with its entries.
     Dropped(&'a str),
 }
 
@@ -87,7 +99,9 @@ pub struct SalvageReport {
     pub newest_txid: u64,
     /// Commits the commit log held after `txid`, handed over as changes.
     pub logged_commits: u64,
+    /// Tables handed over from the tree (not counting those the log creates).
     pub tables: u64,
+    /// Entries handed over from the tree (not counting the log's changes).
     pub entries: u64,
     /// Everything that could not be read.
     pub lost: Vec<Lost>,

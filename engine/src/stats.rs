@@ -11,27 +11,37 @@ use crate::pager::{Snapshot, TreePage};
 pub struct Stats {
     /// The commit described.
     pub txid: u64,
+    /// The page size in bytes.
     pub page_size: usize,
     /// The file's length in bytes (may exceed `page_count * page_size`: space reserved ahead).
     pub file_size: u64,
     /// Pages the commit spans.
     pub page_count: u64,
+    /// How many tables there are.
     pub tables: u64,
+    /// Entries in all tables.
     pub entries: u64,
     /// The depth of the deepest table tree (1: a single leaf; 0: all tables empty).
     pub depth: usize,
+    /// Branch pages of every tree, the catalog's included.
     pub branch_pages: u64,
+    /// Leaf pages of every tree, the catalog's included.
     pub leaf_pages: u64,
+    /// Pages of large values' overflow runs.
     pub overflow_pages: u64,
+    /// Pages of the freelist's run.
     pub freelist_pages: u64,
     /// Pages of the commit log (durable commits append to it instead of syncing the file).
     pub log_pages: u64,
+    /// Pages free for reuse, or waiting for readers or a sync (listed in the freelist, or
+    /// for a commit the log holds, every page nothing uses).
     pub free_pages: u64,
     /// Bytes used in branch and leaf pages divided by their total size.
     pub fill_factor: f64,
     /// The commit the oldest live read transaction sees, and for how long it has (unknown
     /// for a reader in another process).
     pub oldest_reader_txid: Option<u64>,
+    /// How long that reader has been reading (`None` for one in another process).
     pub oldest_reader_age: Option<std::time::Duration>,
     /// Freed pages that cannot be reused until that reader ends.
     pub pages_pinned_by_readers: u64,
@@ -51,12 +61,17 @@ pub struct Stats {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct TableStats {
+    /// The table's name.
     pub name: String,
+    /// Its entries.
     pub entries: u64,
     /// The depth of its tree (1: a single leaf; 0: empty).
     pub depth: usize,
+    /// Branch pages of its tree.
     pub branch_pages: u64,
+    /// Leaf pages of its tree.
     pub leaf_pages: u64,
+    /// Pages of its large values' overflow runs.
     pub overflow_pages: u64,
     /// Bytes used in its branch and leaf pages divided by their total size.
     pub fill_factor: f64,

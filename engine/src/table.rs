@@ -13,7 +13,9 @@ use crate::write_txn::WriteTxn;
 /// A table's name and entry count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableInfo {
+    /// The table's name.
     pub name: String,
+    /// How many entries it holds.
     pub len: u64,
 }
 

@@ -20,7 +20,9 @@ pub enum Literal {
 /// The bytes of a literal, borrowed where possible (an integer's 8 bytes live inline).
 #[derive(Debug, Clone, Copy)]
 pub enum LiteralBytes<'a> {
+    /// Text's, a blob's or a bound parameter's bytes.
     Slice(&'a [u8]),
+    /// An integer's 8 big-endian bytes.
     Int([u8; 8]),
 }
 
@@ -64,8 +66,11 @@ impl Literal {
 /// `[start, end)` intersected with the keys that start with `p`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KeyRange {
+    /// The first key that may be in it.
     pub start: Option<Literal>,
+    /// The first key after it.
     pub end: Option<Literal>,
+    /// What every key in it starts with.
     pub prefix: Option<Literal>,
 }
 
@@ -73,22 +78,42 @@ pub struct KeyRange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Statement {
     /// `PUT key value`: insert or replace.
-    Put { key: Literal, value: Literal },
+    Put {
+        /// The key.
+        key: Literal,
+        /// Its new value.
+        value: Literal,
+    },
     /// `GET key`
-    Get { key: Literal },
+    Get {
+        /// The key.
+        key: Literal,
+    },
     /// `DELETE key`
-    Delete { key: Literal },
+    Delete {
+        /// The key.
+        key: Literal,
+    },
     /// `DELETE RANGE [start [end]] [PREFIX p]`, or `DELETE PREFIX p`: every key that
     /// `COUNT` with the same range counts.
-    DeleteRange { range: KeyRange },
+    DeleteRange {
+        /// The keys removed.
+        range: KeyRange,
+    },
     /// `SCAN [start [end]] [PREFIX p] [REVERSE] [LIMIT n]`, options in any order.
     Scan {
+        /// The keys read.
         range: KeyRange,
+        /// From the last key back.
         reverse: bool,
+        /// At most this many rows.
         limit: Option<u64>,
     },
     /// `COUNT [start [end]] [PREFIX p]`
-    Count { range: KeyRange },
+    Count {
+        /// The keys counted.
+        range: KeyRange,
+    },
     /// `BEGIN`
     Begin,
     /// `BEGIN READ [ONLY]`: the statements until `COMMIT` or `ROLLBACK` read one
@@ -99,12 +124,25 @@ pub enum Statement {
     /// `ROLLBACK`
     Rollback,
     /// `USE table`
-    Use { table: String },
+    Use {
+        /// The table to make current.
+        table: String,
+    },
     /// `CREATE TABLE [IF NOT EXISTS] table`: without `IF NOT EXISTS`, a table of that name
     /// is an error.
-    CreateTable { table: String, if_not_exists: bool },
+    CreateTable {
+        /// The new table's name.
+        table: String,
+        /// Whether `IF NOT EXISTS` was written.
+        if_not_exists: bool,
+    },
     /// `DROP TABLE [IF EXISTS] table`: without `IF EXISTS`, a missing table is an error.
-    DropTable { table: String, if_exists: bool },
+    DropTable {
+        /// The table's name.
+        table: String,
+        /// Whether `IF EXISTS` was written.
+        if_exists: bool,
+    },
     /// `TABLES`
     Tables,
 }
@@ -134,13 +172,17 @@ impl Statement {
 /// A byte range of the source text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Span {
+    /// The offset of its first byte.
     pub start: usize,
+    /// The offset just past its last byte.
     pub end: usize,
 }
 
 /// A parsed statement and where it stands in its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Located {
+    /// The statement.
     pub statement: Statement,
+    /// Where its source text stands (without the separator after it).
     pub span: Span,
 }

@@ -7,13 +7,16 @@ use std::fmt;
 pub struct ParseError {
     /// Byte offset into the source.
     pub offset: usize,
+    /// What was expected there, and what was found.
     pub message: String,
 }
 
 /// A 1-based line and column (in characters) of a byte offset in a source text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
+    /// The line, from 1.
     pub line: usize,
+    /// The character in the line, from 1.
     pub column: usize,
 }
 

@@ -27,12 +27,21 @@ type Result<T> = std::result::Result<T, ExecError>;
 /// What a statement did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// `PUT`: whether it replaced a value.
-    Put { replaced: bool },
-    /// `DELETE`: whether the key was there.
-    Delete { existed: bool },
-    /// `DELETE RANGE`: how many keys it removed.
-    DeletedRange { count: u64 },
+    /// `PUT`
+    Put {
+        /// Whether it replaced a value.
+        replaced: bool,
+    },
+    /// `DELETE`
+    Delete {
+        /// Whether the key was there.
+        existed: bool,
+    },
+    /// `DELETE RANGE`
+    DeletedRange {
+        /// How many keys it removed.
+        count: u64,
+    },
     /// `GET` and `SCAN`: how many rows were produced.
     Rows(u64),
     /// `COUNT`
@@ -49,16 +58,26 @@ pub enum Outcome {
     RolledBack,
     /// `USE`: the table now current.
     Using(String),
-    /// `CREATE TABLE`: the table, and whether it existed already (with `IF NOT EXISTS`;
-    /// without, that is an error).
-    Created { table: String, existed: bool },
-    /// `DROP TABLE`: the table, and whether it existed (`IF EXISTS` allows it not to).
-    Dropped { table: String, existed: bool },
+    /// `CREATE TABLE`
+    Created {
+        /// The table.
+        table: String,
+        /// Whether it existed already (with `IF NOT EXISTS`; without, that is an error).
+        existed: bool,
+    },
+    /// `DROP TABLE`
+    Dropped {
+        /// The table.
+        table: String,
+        /// Whether it existed (`IF EXISTS` allows it not to).
+        existed: bool,
+    },
 }
 
 /// A statement's outcome with its rows collected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Output {
+    /// What the statement did.
     pub outcome: Outcome,
     /// Key and value of each row, for `GET` and `SCAN`.
     pub rows: Vec<(Vec<u8>, Vec<u8>)>,

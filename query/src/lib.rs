@@ -21,6 +21,7 @@
 //! # }
 //! ```
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 mod ast;
 mod error;

@@ -38,7 +38,9 @@ impl Default for Limits {
 /// A parsed script: its statements in order, and an error for each one that failed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Script {
+    /// The statements that parsed, in order, each with its span.
     pub statements: Vec<Located>,
+    /// An error for each statement that did not, in order.
     pub errors: Vec<ParseError>,
 }
 
