@@ -156,6 +156,15 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
     term.type_keys("\r");
     term.prompt("many> ");
 
+    // A parameter bound at the prompt completes after its colon, and runs.
+    term.enter(".param set fruit_name 'apple'", "many> ");
+    term.enter("USE main", "main> ");
+    term.type_keys("GET :fr\t");
+    term.expect("GET :fruit_name ");
+    term.type_keys("\r");
+    let row = term.prompt("main> ");
+    assert!(row.contains("│ apple ┆ red   │"), "{row}");
+
     // A quote left open goes on to the next line.
     term.enter("USE main", "main> ");
     term.type_keys("PUT 'two\r");
