@@ -26,6 +26,7 @@ Options:
   -f, -file SCRIPT      run the statements in SCRIPT (may be repeated)
   -c, -cmd TEXT         run the statements in TEXT (may be repeated)
   -bail                 stop at the first statement that fails
+  -echo                 print each line of input before running it
   -readonly             open FILE read-only
   -txnmemory SIZE       memory a write transaction's changed pages may take before it
                         writes some to the file (bytes, or with K, M or G; default 512M)
@@ -58,6 +59,8 @@ pub struct Options {
     pub file: Option<PathBuf>,
     pub sources: Vec<Source>,
     pub bail: bool,
+    /// `-echo`: print each line of input before running it.
+    pub echo: bool,
     pub read_only: bool,
     /// `Builder::txn_memory`, when given.
     pub txn_memory: Option<usize>,
@@ -89,6 +92,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             Some("f" | "file") => o.sources.push(Source::File(value(arg)?.into())),
             Some("c" | "cmd" | "command") => o.sources.push(Source::Text(value(arg)?)),
             Some("bail") => o.bail = true,
+            Some("echo") => o.echo = true,
             Some("readonly" | "read-only") => o.read_only = true,
             Some("txnmemory" | "txn-memory") => {
                 let size = value(arg)?;

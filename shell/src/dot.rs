@@ -22,9 +22,11 @@ Statements (separated by ; or new lines, keywords in any case):
 
 Dot-commands, each on a line of its own:
 .backup FILE          write a consistent copy of the database to FILE
+.bail on|off          stop at the first statement or command that fails, or not
 .check                check every page of the database; fails if it finds a problem
 .compact              move the data to the start of the file and give back the rest
 .dump [TABLE]         print a script that rebuilds the database (or one table)
+.echo on|off          print each line of input before running it, or not
 .exit, .quit          leave the shell
 .export FILE [TABLE]  write the rows of TABLE (or the current one) to FILE as CSV
 .headers on|off       print column names, or not
@@ -43,9 +45,11 @@ Dot-commands, each on a line of its own:
 .param [list]         the parameters statements name as :name, with their values
 .param set NAME VALUE bind :NAME to VALUE, a literal ('text', x'00ff', 42, :other)
 .param unset NAME     unbind :NAME;  .param clear unbinds them all
+.print [TEXT...]      print TEXT (its words split and unquoted as a shell does)
 .pages                every page: its kind, the tree it belongs to, items and fill
                       (a run - the log, a large value, the freelist - in one row)
 .read FILE            run the statements and commands in FILE
+.show                 the settings: modes, output, database, table, transaction
 .stats [TABLE]        statistics of the database file, or of one table
 .tables               list the tables with their entry counts
 .timer on|off         print real, user and system time after each statement
@@ -58,10 +62,10 @@ Ctrl-D leaves (an open transaction is rolled back).";
 const MAX_READ_DEPTH: usize = 16;
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 21] = [
-    ".backup", ".check", ".dump", ".exit", ".export", ".headers", ".help", ".import", ".mode",
-    ".once", ".open", ".output", ".quit", ".read", ".stats", ".tables", ".timer", ".compact",
-    ".pages", ".page", ".param",
+pub const COMMANDS: [&str; 25] = [
+    ".backup", ".bail", ".check", ".dump", ".echo", ".exit", ".export", ".headers", ".help",
+    ".import", ".mode", ".once", ".open", ".output", ".print", ".quit", ".read", ".show", ".stats",
+    ".tables", ".timer", ".compact", ".pages", ".page", ".param",
 ];
 
 /// The dot-commands whose argument names a file, for completion.
@@ -162,6 +166,11 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             Err(e) => fail(shell, format!("cannot read {file}: {e}")).map(|()| Flow::Continue),
         };
     }
+    if command == ".print" {
+        // (An empty line too, which the results below would skip.)
+        writeln!(shell.out, "{}", args.join(" "))?;
+        return Ok(Flow::Continue);
+    }
     let checked = match command {
         ".quit" | ".exit" => return Ok(Flow::Quit),
         ".help" => arity(0..=0, ".help").map(|()| HELP.to_owned()),
@@ -188,6 +197,15 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             shell.settings.timer = on_off(args.first().copied()).ok_or("usage: .timer on|off")?;
             Ok(String::new())
         }),
+        ".bail" => arity(1..=1, ".bail on|off").and_then(|()| {
+            shell.settings.bail = on_off(args.first().copied()).ok_or("usage: .bail on|off")?;
+            Ok(String::new())
+        }),
+        ".echo" => arity(1..=1, ".echo on|off").and_then(|()| {
+            shell.settings.echo = on_off(args.first().copied()).ok_or("usage: .echo on|off")?;
+            Ok(String::new())
+        }),
+        ".show" => arity(0..=0, ".show").and_then(|()| show(shell)),
         ".tables" => {
             arity(0..=0, ".tables").and_then(|()| tables(shell).map_err(|e| e.to_string()))
         }
@@ -259,6 +277,45 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         Err(message) => fail(shell, message)?,
     }
     Ok(Flow::Continue)
+}
+
+/// `.show`: the settings and the state of the session, one row each.
+fn show(shell: &mut Shell) -> Result<String, String> {
+    let on = |b: bool| if b { "on" } else { "off" };
+    let s = &shell.settings;
+    let session = &shell.session;
+    let transaction = if session.in_read_transaction() {
+        "read (BEGIN READ)"
+    } else if session.in_transaction() {
+        "write (BEGIN)"
+    } else {
+        "none: each statement commits"
+    };
+    let access = if session.database().is_read_only() {
+        " (read-only)"
+    } else {
+        ""
+    };
+    let rows: Vec<(&str, String)> = vec![
+        ("bail", on(s.bail).to_owned()),
+        ("echo", on(s.echo).to_owned()),
+        ("headers", on(s.headers).to_owned()),
+        ("mode", s.mode.name().to_owned()),
+        ("timer", on(s.timer).to_owned()),
+        (
+            "output",
+            shell.out.file().unwrap_or("standard output").to_owned(),
+        ),
+        ("database", format!("{}{access}", shell.label)),
+        ("table", session.table().to_owned()),
+        ("transaction", transaction.to_owned()),
+        ("parameters", session.params().count().to_string()),
+    ];
+    let rows = rows
+        .into_iter()
+        .map(|(k, v)| [Cell::Text(k.into()), Cell::Text(v.into())])
+        .collect();
+    print_rows(shell, &["setting", "value"], rows)
 }
 
 fn tables(shell: &mut Shell) -> Result<String, String> {

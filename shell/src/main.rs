@@ -127,6 +127,7 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         headers: options.headers.unwrap_or(mode == Mode::Table),
         timer: false,
         bail: options.bail,
+        echo: options.echo,
         tuning,
         interactive,
     };

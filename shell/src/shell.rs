@@ -35,6 +35,8 @@ pub struct Settings {
     pub headers: bool,
     pub timer: bool,
     pub bail: bool,
+    /// Print each line of input before running it (`.echo on`, `-echo`).
+    pub echo: bool,
     /// Engine choices for the databases the shell opens.
     pub tuning: Tuning,
     /// Whether a person types the input (the REPL): `.open` then opens read-only a file
@@ -337,6 +339,15 @@ impl Shell {
                 | Piece::Statements { line, .. }
                 | Piece::TooLong { line } => format!("{name}:{line}"),
             };
+            if self.settings.echo {
+                let text = match &piece {
+                    Piece::Command { text, .. } => text.as_bytes(),
+                    Piece::Statements { text, .. } => text,
+                    Piece::TooLong { .. } => b"",
+                };
+                let text = String::from_utf8_lossy(text);
+                writeln!(self.out, "{}", text.trim_end_matches(['\n', '\r']))?;
+            }
             let ran = match piece {
                 Piece::Command { text, .. } => crate::dot::run(self, &text, &format!("{at}:1")),
                 Piece::Statements { line, text } => self.run_statements(name, line, &text),
