@@ -141,10 +141,11 @@ fn bytes<'a>(literal: &'a Literal, params: &'a Params) -> Result<LiteralBytes<'a
 impl<'a> RangeKeys<'a> {
     fn of(range: &'a KeyRange, params: &'a Params) -> Result<RangeKeys<'a>> {
         let one = |l: &'a Option<Literal>| l.as_ref().map(|l| bytes(l, params)).transpose();
-        let prefix = one(&range.prefix)?;
+        // (In the order they are written: an error names the first unbound parameter.)
+        let (start, end, prefix) = (one(&range.start)?, one(&range.end)?, one(&range.prefix)?);
         Ok(RangeKeys {
-            start: one(&range.start)?,
-            end: one(&range.end)?,
+            start,
+            end,
             prefix_end: prefix.as_deref().and_then(prefix_end),
             prefix,
         })
