@@ -698,6 +698,11 @@ mod tests {
                 "{src}: {r:?}"
             );
         }
+        let first = s.execute(&statement("SCAN :u :w PREFIX :v"));
+        assert!(
+            matches!(&first, Err(ExecError::UnboundParameter(name)) if name == "u"),
+            "the first unbound one, as written: {first:?}"
+        );
         assert!(
             s.in_transaction(),
             "a failed statement leaves the transaction open"
