@@ -5,7 +5,7 @@ use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::format::{MAX_PAGE_SIZE, MIN_PAGE_SIZE, SLOT_OFFSET, Slot};
@@ -708,6 +708,42 @@ impl Database {
     /// part-way on this handle.
     pub fn begin_write(&self) -> Result<WriteTxn> {
         WriteTxn::new(self.inner.clone())
+    }
+
+    /// The write transaction if none is open (in this process), else `None` at once.
+    ///
+    /// # Errors
+    /// As [`Database::begin_write`].
+    pub fn try_begin_write(&self) -> Result<Option<WriteTxn>> {
+        WriteTxn::new_until(self.inner.clone(), Some(Instant::now()))
+    }
+
+    /// The write transaction, waiting at most `timeout` for an open one (in this process)
+    /// to end; `None` when it does not end in time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cairn_engine::Database;
+    ///
+    /// # fn main() -> cairn_engine::Result<()> {
+    /// let db = Database::in_memory()?;
+    /// let first = db.begin_write()?;
+    /// let db2 = db.clone();
+    /// let waited = std::thread::spawn(move || {
+    ///     db2.begin_write_timeout(Duration::from_millis(10)).map(|txn| txn.is_some())
+    /// });
+    /// assert!(matches!(waited.join(), Ok(Ok(false))), "the first is still open");
+    /// first.commit()?;
+    /// assert!(db.try_begin_write()?.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Database::begin_write`].
+    pub fn begin_write_timeout(&self, timeout: Duration) -> Result<Option<WriteTxn>> {
+        // (A timeout too long to add to the clock waits for good.)
+        WriteTxn::new_until(self.inner.clone(), Instant::now().checked_add(timeout))
     }
 
     /// Makes every commit so far durable (waits for an open write transaction to end).

@@ -42,7 +42,22 @@ pub struct WriteTxn {
 
 impl WriteTxn {
     pub(crate) fn new(inner: Arc<Inner>) -> Result<WriteTxn> {
-        let mut ws = inner.take_writer()?;
+        let ws = inner.take_writer()?;
+        Ok(WriteTxn::with_writer(inner, ws))
+    }
+
+    /// The write transaction once the writer state is free, waiting until `deadline` at
+    /// most (`None`: for good); `None` when it passes first.
+    pub(crate) fn new_until(
+        inner: Arc<Inner>,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Option<WriteTxn>> {
+        let ws = inner.take_writer_until(deadline)?;
+        Ok(ws.map(|ws| WriteTxn::with_writer(inner, ws)))
+    }
+
+    /// The write transaction on `ws`, the writer state this thread has taken.
+    fn with_writer(inner: Arc<Inner>, mut ws: WriterState) -> WriteTxn {
         let (base, oldest_reader) = {
             let state = inner.state();
             (
@@ -74,7 +89,7 @@ impl WriteTxn {
         let catalog = base.slot.catalog;
         let storage = inner.storage.clone();
         let log_bytes = ws.log.pages * inner.page_size as u64;
-        Ok(WriteTxn {
+        WriteTxn {
             txid: ws.next_txid,
             durability: inner.durability,
             inner,
@@ -91,7 +106,7 @@ impl WriteTxn {
             compacting: false,
             ops,
             damaged: None,
-        })
+        }
     }
 
     /// Runs `change` and records `op` (on `table`) for the commit log; a change that fails

@@ -12,6 +12,7 @@
 
 use std::sync::{MutexGuard, PoisonError};
 use std::thread::ThreadId;
+use std::time::Instant;
 
 use crate::db::{Inner, WriterState};
 use crate::error::{Error, Result};
@@ -91,18 +92,43 @@ impl Inner {
     /// [`Error::ReadOnly`]; [`Error::WriteTxnOnThisThread`] when this thread holds it
     /// already; [`Error::WriterLost`] after a commit panicked.
     pub fn take_writer(&self) -> Result<WriterState> {
+        loop {
+            if let Some(ws) = self.take_writer_until(None)? {
+                return Ok(ws);
+            }
+        }
+    }
+
+    /// Waits for the writer state until `deadline` (`None`: for good) and takes it;
+    /// `None` when the deadline passes first.
+    ///
+    /// # Errors
+    /// As [`Inner::take_writer`].
+    pub fn take_writer_until(&self, deadline: Option<Instant>) -> Result<Option<WriterState>> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
         let mut slot = self.writer_slot();
         loop {
             if let Some(ws) = slot.take()? {
-                return Ok(ws);
+                return Ok(Some(ws));
             }
-            slot = self
-                .writer_cv
-                .wait(slot)
-                .unwrap_or_else(PoisonError::into_inner);
+            slot = match deadline {
+                None => self
+                    .writer_cv
+                    .wait(slot)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    self.writer_cv
+                        .wait_timeout(slot, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
         }
     }
 
@@ -225,6 +251,52 @@ mod tests {
         assert!(txn.open_table("t")?.insert(b"k", b"w")?);
         txn.commit()?;
         db.sync()?;
+        Ok(())
+    }
+
+    #[test]
+    fn try_begin_write_and_a_timeout_give_up_instead_of_waiting_for_ever() -> Result<()> {
+        let db = Database::in_memory()?;
+        with_table(&db)?;
+        let txn = db.begin_write()?;
+        assert!(
+            matches!(db.try_begin_write(), Err(Error::WriteTxnOnThisThread)),
+            "the holding thread gets the error, as from begin_write"
+        );
+        let db2 = db.clone();
+        let (now, soon) = within_10s(move || -> Result<_> {
+            let now = db2.try_begin_write()?.is_some();
+            let soon = db2
+                .begin_write_timeout(Duration::from_millis(30))?
+                .is_some();
+            Ok((now, soon))
+        })??;
+        assert!(!now && !soon, "a transaction is open: {now} {soon}");
+        // A long timeout gets the transaction once the open one ends.
+        let db3 = db.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || -> Result<bool> {
+            tx.send(()).map_err(|e| Error::Io(io::Error::other(e)))?;
+            let txn = db3.begin_write_timeout(Duration::from_secs(60))?;
+            let Some(mut txn) = txn else { return Ok(false) };
+            txn.open_table("t")?.insert(b"k", b"v")?;
+            txn.commit()?;
+            Ok(true)
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .map_err(|e| Error::Io(io::Error::other(e)))?;
+        std::thread::sleep(Duration::from_millis(20));
+        drop(txn);
+        let got = waiter
+            .join()
+            .map_err(|_| Error::Io(io::Error::other("panicked")))?;
+        assert!(got?, "the waiter got the transaction");
+        assert_eq!(
+            db.begin_read()?.open_table("t")?.get(b"k")?,
+            Some(&b"v"[..])
+        );
+        // Free again: no wait at all.
+        assert!(db.try_begin_write()?.is_some());
         Ok(())
     }
 
