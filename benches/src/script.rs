@@ -53,7 +53,15 @@ pub fn load(path: &Path) -> R<Vec<Op>> {
                     .map(bytes)
                     .transpose()?
                     .unwrap_or_default();
-                let limit = limit.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+                let limit = match limit {
+                    None => usize::MAX,
+                    Some(Literal::Int(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+                    Some(other) => {
+                        return Err(
+                            format!("LIMIT {other}: the comparison binds no parameters").into()
+                        );
+                    }
+                };
                 ops.push(Op::Range(start, limit));
                 continue;
             }

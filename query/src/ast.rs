@@ -106,8 +106,9 @@ pub enum Statement {
         range: KeyRange,
         /// From the last key back.
         reverse: bool,
-        /// At most this many rows.
-        limit: Option<u64>,
+        /// At most this many rows: an integer, or a parameter bound to one (8 big-endian
+        /// bytes).
+        limit: Option<Literal>,
     },
     /// `COUNT [start [end]] [PREFIX p]`
     Count {

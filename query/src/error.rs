@@ -107,6 +107,12 @@ pub enum ExecError {
         "parameter :{0} has no value (bind one with .param set :{0} VALUE in the shell, Session::set_param in Rust)"
     )]
     UnboundParameter(String),
+    /// `LIMIT` given bytes that are not an integer's 8 (a parameter bound to text, say):
+    /// the literal, and how many bytes it holds.
+    #[error(
+        "LIMIT {0} needs an integer (8 big-endian bytes, as `.param set NAME 10` binds), not {1} bytes"
+    )]
+    LimitNotAnInteger(String, usize),
 }
 
 impl ExecError {

@@ -138,6 +138,19 @@ fn bytes<'a>(literal: &'a Literal, params: &'a Params) -> Result<LiteralBytes<'a
         .map_err(|name| ExecError::UnboundParameter(name.to_owned()))
 }
 
+/// The number of rows `LIMIT` stands for: an integer, or bytes bound to a parameter that
+/// are one (8, big-endian, as an integer literal stores them).
+fn rows_limit(literal: &Literal, params: &Params) -> Result<u64> {
+    if let Literal::Int(n) = literal {
+        return Ok(*n);
+    }
+    let bytes = bytes(literal, params)?;
+    let eight: [u8; 8] = (*bytes)
+        .try_into()
+        .map_err(|_| ExecError::LimitNotAnInteger(literal.to_string(), bytes.len()))?;
+    Ok(u64::from_be_bytes(eight))
+}
+
 impl<'a> RangeKeys<'a> {
     fn of(range: &'a KeyRange, params: &'a Params) -> Result<RangeKeys<'a>> {
         let one = |l: &'a Option<Literal>| l.as_ref().map(|l| bytes(l, params)).transpose();
@@ -448,8 +461,9 @@ impl Session {
             } => {
                 let interrupt = Arc::clone(&self.interrupt);
                 let keys = RangeKeys::of(range, params)?;
+                let limit = limit.as_ref().map(|l| rows_limit(l, params)).transpose()?;
                 self.read(|t| {
-                    let n = for_each_row(t, &keys, *reverse, *limit, &interrupt, sink)?;
+                    let n = for_each_row(t, &keys, *reverse, limit, &interrupt, sink)?;
                     Ok(Outcome::Rows(n))
                 })
             }
@@ -698,6 +712,14 @@ mod tests {
                 "{src}: {r:?}"
             );
         }
+        // LIMIT takes a parameter bound to an integer's 8 bytes, and refuses other bytes.
+        s.set_param("two", 2u64.to_be_bytes());
+        assert_eq!(rows(&mut s, "SCAN LIMIT :two")?.len(), 2);
+        let text = s.execute(&statement("SCAN LIMIT :k"));
+        assert!(
+            matches!(&text, Err(ExecError::LimitNotAnInteger(l, 5)) if l == ":k"),
+            "{text:?}"
+        );
         let first = s.execute(&statement("SCAN :u :w PREFIX :v"));
         assert!(
             matches!(&first, Err(ExecError::UnboundParameter(name)) if name == "u"),

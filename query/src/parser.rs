@@ -434,7 +434,7 @@ fn key_range(limits: Limits) -> impl Fn(&str) -> Res<'_, KeyRange> {
     }
 }
 
-/// `scan = "SCAN" range { "PREFIX" literal | "REVERSE" | "LIMIT" integer }`
+/// `scan = "SCAN" range { "PREFIX" literal | "REVERSE" | "LIMIT" ( integer | param ) }`
 /// `count = "COUNT" range [ "PREFIX" literal ]`
 fn scan_stmt(limits: Limits, count: bool) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
@@ -459,7 +459,9 @@ fn scan_stmt(limits: Limits, count: bool) -> impl Fn(&str) -> Res<'_, Statement>
                 }
                 "LIMIT" if !count && limit.is_none() => {
                     let (rest, ()) = ws(rest)?;
-                    let (rest, n) = context("a number of rows", cut(unsigned)).parse(rest)?;
+                    let rows = alt((integer, param));
+                    let (rest, n) =
+                        context("a number of rows (or a :parameter)", cut(rows)).parse(rest)?;
                     limit = Some(n);
                     i = rest;
                 }

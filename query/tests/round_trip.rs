@@ -46,7 +46,10 @@ fn statement() -> impl Strategy<Value = Statement> {
         (
             key_range(),
             any::<bool>(),
-            proptest::option::of(any::<u64>())
+            proptest::option::of(prop_oneof![
+                any::<u64>().prop_map(Literal::Int),
+                "[a-zA-Z_][a-zA-Z0-9_]{0,8}".prop_map(Literal::Param),
+            ])
         )
             .prop_map(|(range, reverse, limit)| Statement::Scan {
                 range,

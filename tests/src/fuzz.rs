@@ -40,9 +40,10 @@ fn literals(stmt: &Statement) -> Vec<&Literal> {
     match stmt {
         Statement::Put { key, value } => vec![key, value],
         Statement::Get { key } | Statement::Delete { key } => vec![key],
-        Statement::DeleteRange { range: r }
-        | Statement::Scan { range: r, .. }
-        | Statement::Count { range: r } => range(r),
+        Statement::Scan {
+            range: r, limit, ..
+        } => range(r).into_iter().chain(limit).collect(),
+        Statement::DeleteRange { range: r } | Statement::Count { range: r } => range(r),
         _ => Vec::new(),
     }
 }

@@ -100,7 +100,10 @@ fn statement(rng: &mut SmallRng) -> String {
                 s += " REVERSE";
             }
             if rng.random_bool(0.4) {
-                s += &format!(" LIMIT {}", rng.random_range(0..6));
+                s += &match rng.random_range(0..8) {
+                    0 => format!(" LIMIT :{}", PARAMS[rng.random_range(0..PARAMS.len())]),
+                    n => format!(" LIMIT {}", n - 1),
+                };
             }
             s
         }
@@ -241,8 +244,13 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
         }
         Statement::Scan { range, .. } | Statement::Count { range } => {
             let (reverse, limit) = match stmt {
-                Statement::Scan { reverse, limit, .. } => (*reverse, *limit),
+                Statement::Scan { reverse, limit, .. } => (*reverse, limit.as_ref()),
                 _ => (false, None),
+            };
+            // An integer, or a parameter bound to 8 bytes.
+            let limit = match limit.map(|l| m.bytes(l)).transpose()? {
+                Some(bytes) => Some(u64::from_be_bytes(bytes.try_into().map_err(|_| ())?)),
+                None => None,
             };
             let t = m.view().get(&table).ok_or(())?;
             let mut rows: Rows = in_range(m, t, range)?

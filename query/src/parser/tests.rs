@@ -94,15 +94,23 @@ fn every_statement_form() {
     );
     assert_eq!(
         one("scan 1 REVERSE limit 10"),
-        scan(range(Some(Literal::Int(1)), None, None), true, Some(10))
+        scan(
+            range(Some(Literal::Int(1)), None, None),
+            true,
+            Some(Literal::Int(10))
+        )
     );
     assert_eq!(
         one("SCAN LIMIT 3 REVERSE PREFIX x'00'"),
         scan(
             range(None, None, Some(Literal::Blob(vec![0]))),
             true,
-            Some(3)
+            Some(Literal::Int(3))
         )
+    );
+    assert_eq!(
+        one("SCAN LIMIT :n"),
+        scan(KeyRange::default(), false, Some(Literal::Param("n".into())))
     );
     assert_eq!(
         one("COUNT"),
@@ -223,7 +231,7 @@ fn parameters_stand_wherever_a_literal_does() {
                 prefix: p("p"),
             },
             reverse: false,
-            limit: Some(3),
+            limit: Some(Literal::Int(3)),
         }
     );
     assert_eq!(
@@ -329,7 +337,17 @@ fn each_error_class_reports_its_position() {
         ),
         ("SCAN LIMIT 1 LIMIT 2", (1, 14), "LIMIT given twice"),
         ("SCAN LIMIT", (1, 11), "expected a number of rows"),
-        ("SCAN LIMIT 'a'", (1, 12), "expected a number of rows"),
+        (
+            "SCAN LIMIT 'a'",
+            (1, 12),
+            "expected a number of rows (or a :parameter)",
+        ),
+        (
+            "SCAN LIMIT -1",
+            (1, 12),
+            "negative integers are not supported",
+        ),
+        ("SCAN LIMIT :", (1, 13), "expected a parameter's name"),
         ("SCAN PREFIX", (1, 12), "expected a quoted string"),
         ("CREATE t", (1, 8), "expected TABLE"),
         ("DROP TABLE", (1, 11), "expected a table name"),
