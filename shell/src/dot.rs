@@ -296,7 +296,7 @@ fn show(shell: &mut Shell) -> Result<String, String> {
     } else {
         ""
     };
-    let rows: Vec<(&str, String)> = vec![
+    let rows = [
         ("bail", on(s.bail).to_owned()),
         ("echo", on(s.echo).to_owned()),
         ("headers", on(s.headers).to_owned()),
@@ -311,11 +311,25 @@ fn show(shell: &mut Shell) -> Result<String, String> {
         ("transaction", transaction.to_owned()),
         ("parameters", session.params().count().to_string()),
     ];
+    print_pairs(shell, &["setting", "value"], &rows)
+}
+
+/// Prints `rows` of a name and a value under `columns`, in the current mode.
+pub(crate) fn print_pairs(
+    shell: &mut Shell,
+    columns: &'static [&'static str],
+    rows: &[(&str, String)],
+) -> Result<String, String> {
     let rows = rows
-        .into_iter()
-        .map(|(k, v)| [Cell::Text(k.into()), Cell::Text(v.into())])
+        .iter()
+        .map(|(name, value)| {
+            [
+                Cell::Text((*name).into()),
+                Cell::Text(value.as_str().into()),
+            ]
+        })
         .collect();
-    print_rows(shell, &["setting", "value"], rows)
+    print_rows(shell, columns, rows)
 }
 
 fn tables(shell: &mut Shell) -> Result<String, String> {

@@ -76,16 +76,7 @@ pub fn stats(shell: &mut Shell, table: Option<&str>) -> Result<String, String> {
 
 /// Prints `(statistic, value)` rows.
 fn print_statistics(shell: &mut Shell, rows: &[(&str, String)]) -> Result<String, String> {
-    let rows = rows
-        .iter()
-        .map(|(name, value)| {
-            [
-                Cell::Text((*name).into()),
-                Cell::Text(value.as_str().into()),
-            ]
-        })
-        .collect();
-    print_rows(shell, &["statistic", "value"], rows)
+    crate::dot::print_pairs(shell, &["statistic", "value"], rows)
 }
 
 pub fn pages(shell: &mut Shell) -> Result<String, String> {

@@ -73,8 +73,9 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
         memory: false,
         params: Vec::new(),
     };
-    // (Values are checked, and `:other` resolved, by binding them in a scratch session.)
-    let mut scratch = cairn_query::Session::new(cairn_engine::Database::in_memory()?)?;
+    // (Values are checked, and `:other` resolved, by binding them in a scratch session,
+    // made at the first `--param`.)
+    let mut scratch: Option<cairn_query::Session> = None;
     let mut format = Format::Table;
     let mut output: Option<PathBuf> = None;
     let mut baseline: Option<PathBuf> = None;
@@ -108,7 +109,13 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
             "param" => {
                 let name = it.next().context("--param needs a name and a value")?;
                 let value = it.next().context("--param needs a name and a value")?;
-                crate::param::bind(&mut scratch, name, value)
+                let session = match &mut scratch {
+                    Some(session) => session,
+                    None => scratch.insert(cairn_query::Session::new(
+                        cairn_engine::Database::in_memory()?,
+                    )?),
+                };
+                crate::param::bind(session, name, value)
                     .map_err(|e| anyhow::anyhow!("--param {name}: {e}"))?;
             }
             "format" => {
@@ -144,10 +151,11 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
         bail!("--max-slowdown needs --baseline");
     }
     plan.threads = threads.unwrap_or(scripts.len()).max(1);
-    plan.params = scratch
-        .params()
-        .map(|(n, v)| (n.to_owned(), v.to_vec()))
-        .collect();
+    plan.params = scratch.as_ref().map_or_else(Vec::new, |s| {
+        s.params()
+            .map(|(n, v)| (n.to_owned(), v.to_vec()))
+            .collect()
+    });
     let baseline = baseline.as_deref().map(Baseline::load).transpose()?;
 
     let setup_workload = setup.as_ref().map(run::load).transpose()?;
