@@ -142,6 +142,12 @@ pub enum Error {
         "this thread holds the open write transaction: commit or drop it before beginning another write"
     )]
     WriteTxnOnThisThread,
+    /// A savepoint that this write transaction does not have: released, rolled back past
+    /// (a rollback to an earlier savepoint), or taken in another transaction.
+    #[error(
+        "no such savepoint in this transaction (released, rolled back past, or another transaction's)"
+    )]
+    NoSuchSavepoint,
     /// A commit panicked part-way on this handle, so the writer state is in an unknown
     /// condition and no write may follow; the file is as a failed commit leaves it.
     #[error(
@@ -217,6 +223,7 @@ impl Error {
             },
             ReadOnly => ReadOnly,
             WriteTxnOnThisThread => WriteTxnOnThisThread,
+            NoSuchSavepoint => NoSuchSavepoint,
             WriterLost => WriterLost,
             FileTooLarge { max } => FileTooLarge { max: *max },
             Io(e) => Io(std::io::Error::new(e.kind(), e.to_string())),

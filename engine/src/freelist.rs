@@ -68,6 +68,20 @@ pub(crate) struct FreeList {
     undo: Vec<Undo>,
     /// `page_count` and the lengths of the two waiting lists when the transaction began.
     start: (u64, usize, usize),
+    /// While the transaction has savepoints: pages it allocated and then freed, kept out of
+    /// `free` until the last savepoint goes, since a rollback to one may need their bytes
+    /// again (a spilled page, an overflow run written when put).
+    held: Option<Vec<u64>>,
+}
+
+/// The free set's state at a savepoint, for [`FreeList::rollback_to`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FreeMark {
+    undo: usize,
+    page_count: u64,
+    pending: usize,
+    pending_young: usize,
+    held: usize,
 }
 
 impl FreeList {
@@ -83,6 +97,7 @@ impl FreeList {
     pub fn begin(&mut self) {
         self.undo.clear();
         self.fresh.clear();
+        self.held = None;
         self.start = (
             self.page_count,
             self.pending.len(),
@@ -107,6 +122,69 @@ impl FreeList {
             self.waiting.remove(&page);
         }
         self.fresh.clear();
+        // Held pages were allocated by the transaction: the undo above gave them back.
+        self.held = None;
+    }
+
+    /// The state to return to with [`FreeList::rollback_to`]; from here until
+    /// [`FreeList::release_held`], pages the transaction allocated and frees are held.
+    pub fn mark(&mut self) -> FreeMark {
+        let held = self.held.get_or_insert_with(Vec::new).len();
+        FreeMark {
+            undo: self.undo.len(),
+            page_count: self.page_count,
+            pending: self.pending.len(),
+            pending_young: self.pending_young.len(),
+            held,
+        }
+    }
+
+    /// Undoes every change since `mark` was taken (a later mark's changes too). The pages
+    /// allocated since are free again (or past the end), those freed since are in use
+    /// again: the allocated ones as the transaction's own, the committed ones no longer
+    /// waiting.
+    pub fn rollback_to(&mut self, mark: &FreeMark) {
+        // Pages taken from the free set since the mark; those past its end grew the file.
+        let mut taken = rustc_hash::FxHashSet::default();
+        for u in self.undo.drain(mark.undo..).rev() {
+            match u {
+                Undo::Took(p) => {
+                    self.free.insert(p);
+                    taken.insert(p);
+                }
+                Undo::Gave(p) => {
+                    self.free.remove(&p);
+                    self.fresh.insert(p);
+                }
+                Undo::Aged(p) => {
+                    self.young.insert(p);
+                }
+            }
+        }
+        let since = |p: &u64| *p >= mark.page_count || taken.contains(p);
+        self.fresh.retain(|p| !since(p));
+        if let Some(held) = self.held.as_mut() {
+            for p in held.drain(mark.held.min(held.len())..) {
+                if !since(&p) {
+                    self.fresh.insert(p);
+                }
+            }
+        }
+        self.page_count = mark.page_count;
+        for (page, _) in self.pending.drain(mark.pending..) {
+            self.waiting.remove(&page);
+        }
+        for (page, _) in self.pending_young.drain(mark.pending_young..) {
+            self.waiting.remove(&page);
+        }
+    }
+
+    /// The transaction has no savepoints any more: the pages held for them are free.
+    pub fn release_held(&mut self) {
+        for p in self.held.take().unwrap_or_default() {
+            self.free.insert(p);
+            self.undo.push(Undo::Gave(p));
+        }
     }
 
     /// Keeps the transaction's changes (it committed; `durable`: and a sync made it
@@ -317,8 +395,12 @@ impl FreeList {
     /// way allocated it, else when nobody can see it any more.
     pub fn free(&mut self, page: u64, txid: u64) {
         if self.fresh.remove(&page) {
-            self.free.insert(page);
-            self.undo.push(Undo::Gave(page));
+            if let Some(held) = self.held.as_mut() {
+                held.push(page);
+            } else {
+                self.free.insert(page);
+                self.undo.push(Undo::Gave(page));
+            }
         } else {
             let list = if self.young.remove(&page) {
                 self.undo.push(Undo::Aged(page));

@@ -27,6 +27,17 @@ impl OpLog {
         }
     }
 
+    /// Where the record stands, to come back to with [`OpLog::truncate`].
+    pub fn mark(&self) -> (usize, Option<String>) {
+        (self.payload.len(), self.table.clone())
+    }
+
+    /// Forgets the operations recorded since `mark` was taken.
+    pub fn truncate(&mut self, mark: (usize, Option<String>)) {
+        self.payload.truncate(mark.0);
+        self.table = mark.1;
+    }
+
     /// The payload so far.
     pub fn payload(&self) -> &[u8] {
         &self.payload

@@ -22,7 +22,7 @@ pub(crate) type TableId = usize;
 
 /// The transaction's tables by number, with the numbers by name. A dropped table's number
 /// is not given again: a table created under its name gets a new one.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct TxnTables {
     slots: Vec<Option<(Box<str>, TableState)>>,
     ids: FxHashMap<Box<str>, TableId>,

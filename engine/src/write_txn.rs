@@ -38,6 +38,8 @@ pub struct WriteTxn {
     /// sibling to merge with, the next leaf of a range): the transaction can then only
     /// roll back, and `commit` returns this instead of committing half a change.
     pub(crate) damaged: Option<Error>,
+    /// The open savepoints, oldest first (`savepoint.rs`).
+    pub(crate) savepoints: Vec<crate::savepoint::Saved>,
 }
 
 impl WriteTxn {
@@ -106,6 +108,7 @@ impl WriteTxn {
             compacting: false,
             ops,
             damaged: None,
+            savepoints: Vec::new(),
         }
     }
 
@@ -409,6 +412,7 @@ impl WriteTxn {
         let Some(original) = self.original.take() else {
             return Ok(());
         };
+        self.release_all_savepoints();
         // A panic part-way leaves the writer state in an unknown condition: later writes
         // then fail instead of waiting for a state that never comes back.
         let inner = self.inner.clone();

@@ -1,12 +1,13 @@
 //! Random operations on several tables, checked against a `BTreeMap` model: inserts,
 //! removes (of keys, of ranges, by a rule on key and value, of the first or last entry),
-//! gets, ranges both ways, commits, rollbacks, table drops and reopening the file, with
-//! the integrity check clean after every reopen.
+//! gets, ranges both ways, commits, rollbacks, savepoints (taken, rolled back to and
+//! released, nested), table drops and reopening the file, with the integrity check clean
+//! after every reopen.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use cairn_engine::{Database, Durability, Error};
+use cairn_engine::{Database, Durability, Error, Savepoint, WriteTxn};
 use cairn_tests::{Checked, scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -117,6 +118,76 @@ fn assert_matches(db: &Database, model: &Model) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether the write transaction sees what `model` holds.
+fn assert_txn_matches(txn: &mut WriteTxn, model: &Model, step: usize) -> Result<(), Error> {
+    let listed: Vec<String> = txn.list_tables()?.into_iter().map(|t| t.name).collect();
+    assert!(
+        listed.iter().eq(model.keys()),
+        "step {step}: tables {listed:?}"
+    );
+    for (name, m) in model {
+        let t = txn.open_table(name)?;
+        assert_eq!(t.len(), m.len() as u64, "step {step}: {name}");
+        let all: Vec<(Vec<u8>, Vec<u8>)> = t
+            .iter()?
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()?;
+        assert!(
+            all.iter().eq(m
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<Vec<_>>()
+                .iter()),
+            "step {step}: table {name} differs from the model"
+        );
+    }
+    Ok(())
+}
+
+/// A savepoint operation: take one, roll back to one, or release one (and the later ones),
+/// with `saves` the open savepoints and the model at each; now and then a stale one is
+/// refused.
+fn savepoint_op(
+    rng: &mut SmallRng,
+    txn: &mut WriteTxn,
+    working: &mut Model,
+    saves: &mut Vec<(Savepoint, Model)>,
+    stale: &mut Option<Savepoint>,
+    step: usize,
+) -> Result<(), Error> {
+    if let Some(old) = stale.take_if(|_| rng.random_bool(0.2)) {
+        assert!(
+            matches!(txn.rollback_to(&old), Err(Error::NoSuchSavepoint)),
+            "step {step}: a stale savepoint"
+        );
+    }
+    match rng.random_range(0..3) {
+        _ if saves.is_empty() => saves.push((txn.savepoint()?, working.clone())),
+        0 => saves.push((txn.savepoint()?, working.clone())),
+        1 => {
+            let at = rng.random_range(0..saves.len());
+            *stale = saves
+                .drain(at + 1..)
+                .next()
+                .map(|(sp, _)| sp)
+                .or(stale.take());
+            txn.rollback_to(&saves[at].0)?;
+            *working = saves[at].1.clone();
+            assert_txn_matches(txn, working, step)?;
+        }
+        _ => {
+            let at = rng.random_range(0..saves.len());
+            let mut later = saves.drain(at..).map(|(sp, _)| sp);
+            if let Some(sp) = later.next() {
+                txn.release(sp)?;
+            }
+            *stale = later.next().or(stale.take());
+        }
+    }
+    assert_eq!(txn.savepoints(), saves.len(), "step {step}");
+    Ok(())
+}
+
 /// Runs `ops` random operations. With `txn_memory`, transactions are long (a hundredth
 /// as many commits, rollbacks, reopens and table drops) and spill pages past that
 /// budget; returns how many they spilled.
@@ -131,8 +202,20 @@ fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Re
     let mut committed: Model = BTreeMap::new();
     let mut txn = db.begin_write()?;
     let mut working = committed.clone();
+    let (mut saves, mut stale) = (Vec::new(), None);
     for step in 0..ops {
         let name = TABLES[rng.random_range(0..TABLES.len())];
+        if rng.random_ratio(1, 25) {
+            savepoint_op(
+                &mut rng,
+                &mut txn,
+                &mut working,
+                &mut saves,
+                &mut stale,
+                step,
+            )?;
+            continue;
+        }
         let mut op = rng.random_range(0..100);
         let ends = op >= 75 || ((70..=74).contains(&op) && working.contains_key(name));
         if txn_memory.is_some() && ends && rng.random_bool(0.99) {
@@ -281,15 +364,18 @@ fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Re
                 txn.commit()?;
                 committed = working.clone();
                 txn = db.begin_write()?;
+                saves.clear();
             }
             88..=93 => {
                 txn.rollback();
                 working = committed.clone();
                 txn = db.begin_write()?;
+                saves.clear();
             }
             _ => {
                 // Reopen: the open transaction is rolled back when dropped.
                 drop(txn);
+                saves.clear();
                 working = committed.clone();
                 spilled += db.io_stats().pages_spilled;
                 drop(db);

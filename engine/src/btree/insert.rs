@@ -71,6 +71,7 @@ impl TreeWriter<'_> {
         };
         if let Some(t) = previous.filter(|t| t.root == r.page) {
             let page_size = self.page_size();
+            self.dirty.note_node(t.leaf);
             if let Some(Node::Leaf(leaf)) = self.dirty.nodes.get_mut(&t.leaf) {
                 let after = match leaf.len().checked_sub(1) {
                     Some(last) => compare(key, leaf.key(last)?).is_gt(),

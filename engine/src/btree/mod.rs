@@ -8,6 +8,7 @@ mod branch_node;
 mod cursor;
 mod early_write_back;
 mod insert;
+mod journal;
 mod node;
 mod pages;
 mod remove;

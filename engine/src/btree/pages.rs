@@ -31,6 +31,9 @@ pub(crate) struct Dirty {
     pub spilled: FxHashMap<u64, OnceLock<Box<[u8]>>>,
     /// How many spilled pages were read back since the copies were last dropped.
     pub read_back: AtomicUsize,
+    /// One per open savepoint, oldest first: what changed since (`journal.rs`). Every change
+    /// to `nodes`, `overflow` or `spilled` is noted first (`Dirty::note_node` and the like).
+    pub journals: Vec<super::journal::Journal>,
 }
 
 impl Dirty {

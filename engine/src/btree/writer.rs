@@ -55,6 +55,7 @@ impl TreeWriter<'_> {
             return Ok(r.page);
         }
         let node = self.read_node(r)?;
+        self.dirty.note_spilled(r.page);
         self.dirty.spilled.remove(&r.page);
         self.alloc.free(r.page, self.txid);
         Ok(self.new_node(node))
@@ -63,11 +64,13 @@ impl TreeWriter<'_> {
     /// Allocates a page for a new node.
     pub fn new_node(&mut self, node: Node) -> u64 {
         let id = self.alloc.alloc();
+        self.dirty.note_node(id);
         self.dirty.nodes.insert(id, node);
         id
     }
 
     pub fn node_mut(&mut self, id: u64) -> Result<&mut Node> {
+        self.dirty.note_node(id);
         self.dirty
             .nodes
             .get_mut(&id)
@@ -92,6 +95,8 @@ impl TreeWriter<'_> {
 
     /// Frees the page of a node (owned or committed).
     pub fn free_page(&mut self, id: u64) {
+        self.dirty.note_node(id);
+        self.dirty.note_spilled(id);
         self.dirty.nodes.remove(&id);
         self.dirty.spilled.remove(&id);
         self.alloc.free(id, self.txid);
@@ -108,6 +113,7 @@ impl TreeWriter<'_> {
             if first < crate::pager::FIRST_DATA_PAGE || end > self.alloc.page_count {
                 return Err(Error::corrupt(first, "overflow run outside the file"));
             }
+            self.dirty.note_overflow(first);
             self.dirty.overflow.remove(&first);
             for p in first..end {
                 self.alloc.free(p, self.txid);
@@ -169,6 +175,7 @@ impl TreeWriter<'_> {
                 Run::Held(run.into_boxed_slice())
             }
         };
+        self.dirty.note_overflow(page);
         self.dirty.overflow.insert(page, run);
         Ok(ValueRef::Overflow(OverflowRef { page, len, crc }))
     }

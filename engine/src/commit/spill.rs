@@ -156,6 +156,14 @@ impl WriteTxn {
         if plan.ids.is_empty() {
             return Ok(());
         }
+        // Under a savepoint, the nodes this spill writes and the parents it points at them
+        // from are noted as they are.
+        for &(_, id) in &plan.ids {
+            self.dirty.note_node(id);
+        }
+        for &(parent, _) in &plan.tops {
+            self.dirty.note_node(parent);
+        }
         let (txid, page_size) = (self.txid, self.base.page_size);
         let p = page_size as u64;
         // Compaction puts each node where it wants it and changes its trees without going
@@ -195,6 +203,9 @@ impl WriteTxn {
             &self.base.verified,
             write_back,
         )?;
+        for &(id, _) in &out {
+            self.dirty.note_spilled(id);
+        }
         self.dirty
             .spilled
             .extend(out.iter().map(|&(id, _)| (id, OnceLock::new())));
