@@ -124,6 +124,23 @@ pub enum Statement {
     Commit,
     /// `ROLLBACK`
     Rollback,
+    /// `SAVEPOINT name`: a point inside the open write transaction to roll back to.
+    Savepoint {
+        /// Its name (names may repeat: the newest of a name is the one meant).
+        name: String,
+    },
+    /// `ROLLBACK TO [SAVEPOINT] name`: undoes what came after the savepoint, which stays;
+    /// the savepoints taken after it go.
+    RollbackTo {
+        /// The savepoint's name.
+        name: String,
+    },
+    /// `RELEASE [SAVEPOINT] name`: keeps what came after the savepoint and forgets it, with
+    /// the savepoints taken after it.
+    Release {
+        /// The savepoint's name.
+        name: String,
+    },
     /// `USE table`
     Use {
         /// The table to make current.
@@ -162,6 +179,9 @@ impl Statement {
             Statement::BeginRead => "BEGIN READ",
             Statement::Commit => "COMMIT",
             Statement::Rollback => "ROLLBACK",
+            Statement::Savepoint { .. } => "SAVEPOINT",
+            Statement::RollbackTo { .. } => "ROLLBACK TO",
+            Statement::Release { .. } => "RELEASE",
             Statement::Use { .. } => "USE",
             Statement::CreateTable { .. } => "CREATE TABLE",
             Statement::DropTable { .. } => "DROP TABLE",

@@ -102,6 +102,13 @@ pub enum ExecError {
     /// in the shell): the rows before it were produced, the rest were not.
     #[error("interrupted")]
     Interrupted,
+    /// `ROLLBACK TO` or `RELEASE` naming no savepoint of the open transaction.
+    #[error("no savepoint named {0:?} in this transaction")]
+    NoSuchSavepoint(String),
+    /// `SAVEPOINT`, `ROLLBACK TO` or `RELEASE` outside a write transaction (outside
+    /// `BEGIN … COMMIT`, each statement commits on its own: there is nothing to go back to).
+    #[error("savepoints live inside a write transaction: BEGIN one first")]
+    SavepointOutsideTransaction,
     /// A `:name` parameter that the session has not bound.
     #[error(
         "parameter :{0} has no value (bind one with .param set :{0} VALUE in the shell, Session::set_param in Rust)"

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cairn_engine::{
-    Batch, Database, Range, ReadTxn, Table, TableInfo, TableMut, WriteTxn, prefix_end,
+    Batch, Database, Range, ReadTxn, Savepoint, Table, TableInfo, TableMut, WriteTxn, prefix_end,
 };
 
 use crate::ast::{KeyRange, Literal, LiteralBytes, Statement};
@@ -56,6 +56,12 @@ pub enum Outcome {
     Committed,
     /// `ROLLBACK`
     RolledBack,
+    /// `SAVEPOINT`: the savepoint's name.
+    Saved(String),
+    /// `ROLLBACK TO`: the savepoint's name.
+    RolledBackTo(String),
+    /// `RELEASE`: the savepoint's name.
+    Released(String),
     /// `USE`: the table now current.
     Using(String),
     /// `CREATE TABLE`
@@ -264,6 +270,8 @@ pub struct Session {
     interrupt: Arc<AtomicBool>,
     /// The parameters' bound bytes.
     params: Params,
+    /// The open write transaction's savepoints, oldest first, by name.
+    savepoints: Vec<(String, Savepoint)>,
 }
 
 impl Session {
@@ -286,6 +294,7 @@ impl Session {
             txn: None,
             interrupt: Arc::default(),
             params: Params::new(),
+            savepoints: Vec::new(),
         })
     }
 
@@ -371,6 +380,12 @@ impl Session {
             Some(Txn::Read(snapshot)) => Some(snapshot),
             _ => None,
         }
+    }
+
+    /// The names of the open write transaction's savepoints, oldest first (a name may
+    /// repeat: `ROLLBACK TO` and `RELEASE` mean the newest of a name).
+    pub fn savepoints(&self) -> impl Iterator<Item = &str> {
+        self.savepoints.iter().map(|(name, _)| name.as_str())
     }
 
     /// Ends the session, rolling back an open transaction (see
@@ -491,6 +506,7 @@ impl Session {
                 Ok(Outcome::Began)
             }
             Statement::Commit => {
+                self.savepoints.clear();
                 match self.txn.take().ok_or(ExecError::NoTransaction)? {
                     Txn::Write(txn) => txn.commit()?,
                     Txn::Read(_) => {}
@@ -498,11 +514,38 @@ impl Session {
                 Ok(Outcome::Committed)
             }
             Statement::Rollback => {
+                self.savepoints.clear();
                 match self.txn.take().ok_or(ExecError::NoTransaction)? {
                     Txn::Write(txn) => txn.rollback(),
                     Txn::Read(_) => {}
                 }
                 Ok(Outcome::RolledBack)
+            }
+            Statement::Savepoint { name } => {
+                let savepoint = self.write_txn()?.savepoint()?;
+                self.savepoints.push((name.clone(), savepoint));
+                Ok(Outcome::Saved(name.clone()))
+            }
+            Statement::RollbackTo { name } => {
+                let at = self.savepoint_named(name)?;
+                let Session {
+                    txn: Some(Txn::Write(txn)),
+                    savepoints,
+                    ..
+                } = self
+                else {
+                    return Err(ExecError::SavepointOutsideTransaction);
+                };
+                txn.rollback_to(&savepoints[at].1)?;
+                savepoints.truncate(at + 1);
+                Ok(Outcome::RolledBackTo(name.clone()))
+            }
+            Statement::Release { name } => {
+                let at = self.savepoint_named(name)?;
+                if let Some((_, sp)) = self.savepoints.split_off(at).into_iter().next() {
+                    self.write_txn()?.release(sp)?;
+                }
+                Ok(Outcome::Released(name.clone()))
             }
             Statement::Tables => Ok(Outcome::Tables(match &self.txn {
                 Some(Txn::Write(txn)) => txn.list_tables()?,
@@ -551,6 +594,24 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// The open write transaction, for a savepoint statement.
+    fn write_txn(&mut self) -> Result<&mut WriteTxn> {
+        match &mut self.txn {
+            Some(Txn::Write(txn)) => Ok(txn),
+            Some(Txn::Read(_)) => Err(cannot_write(&self.db)),
+            None => Err(ExecError::SavepointOutsideTransaction),
+        }
+    }
+
+    /// The index of the newest savepoint called `name`.
+    fn savepoint_named(&mut self, name: &str) -> Result<usize> {
+        self.write_txn()?;
+        self.savepoints
+            .iter()
+            .rposition(|(n, _)| n == name)
+            .ok_or_else(|| ExecError::NoSuchSavepoint(name.to_owned()))
     }
 
     /// Runs `f` in the open transaction, or in a transaction of its own that commits.
@@ -734,6 +795,80 @@ mod tests {
         s.clear_params();
         assert_eq!(s.params().count(), 0);
         assert!(s.execute(&statement("GET :k")).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn savepoints_roll_back_and_release_by_name_inside_a_write_transaction() -> Result<()> {
+        let mut s = Session::new(cairn_engine::Database::in_memory()?)?;
+        let run = |s: &mut Session, src: &str| s.execute(&statement(src));
+        let count =
+            |s: &mut Session| -> Result<Outcome> { Ok(s.execute(&statement("COUNT"))?.outcome) };
+        assert!(matches!(
+            run(&mut s, "SAVEPOINT a"),
+            Err(ExecError::SavepointOutsideTransaction)
+        ));
+        run(&mut s, "BEGIN READ")?;
+        assert!(matches!(
+            run(&mut s, "SAVEPOINT a"),
+            Err(ExecError::ReadTransaction)
+        ));
+        run(&mut s, "COMMIT")?;
+        run(&mut s, "BEGIN")?;
+        run(&mut s, "PUT 1 1")?;
+        assert_eq!(
+            run(&mut s, "SAVEPOINT a")?.outcome,
+            Outcome::Saved("a".into())
+        );
+        run(&mut s, "PUT 2 2")?;
+        run(&mut s, "SAVEPOINT b")?;
+        run(&mut s, "PUT 3 3")?;
+        // A second `a`: the newest of a name is the one meant.
+        run(&mut s, "SAVEPOINT a")?;
+        run(&mut s, "PUT 4 4")?;
+        assert_eq!(s.savepoints().collect::<Vec<_>>(), ["a", "b", "a"]);
+        assert_eq!(
+            run(&mut s, "ROLLBACK TO a")?.outcome,
+            Outcome::RolledBackTo("a".into())
+        );
+        assert_eq!(count(&mut s)?, Outcome::Count(3));
+        assert_eq!(s.savepoints().count(), 3, "the savepoint stays");
+        run(&mut s, "ROLLBACK TO SAVEPOINT b")?;
+        assert_eq!(count(&mut s)?, Outcome::Count(2));
+        assert_eq!(s.savepoints().collect::<Vec<_>>(), ["a", "b"]);
+        assert!(matches!(
+            run(&mut s, "RELEASE c"),
+            Err(ExecError::NoSuchSavepoint(name)) if name == "c"
+        ));
+        run(&mut s, "PUT 5 5")?;
+        assert_eq!(
+            run(&mut s, "RELEASE b")?.outcome,
+            Outcome::Released("b".into())
+        );
+        assert!(matches!(
+            run(&mut s, "ROLLBACK TO b"),
+            Err(ExecError::NoSuchSavepoint(_))
+        ));
+        // The released savepoint's changes belong to `a` now.
+        run(&mut s, "ROLLBACK TO a")?;
+        assert_eq!(count(&mut s)?, Outcome::Count(1));
+        run(&mut s, "PUT 6 6")?;
+        run(&mut s, "COMMIT")?;
+        assert_eq!(s.savepoints().count(), 0);
+        assert_eq!(count(&mut s)?, Outcome::Count(2));
+        assert!(matches!(
+            run(&mut s, "ROLLBACK TO a"),
+            Err(ExecError::SavepointOutsideTransaction)
+        ));
+        // A ROLLBACK ends them with the transaction.
+        run(&mut s, "BEGIN")?;
+        run(&mut s, "SAVEPOINT a")?;
+        run(&mut s, "ROLLBACK")?;
+        run(&mut s, "BEGIN")?;
+        assert!(matches!(
+            run(&mut s, "RELEASE a"),
+            Err(ExecError::NoSuchSavepoint(_))
+        ));
         Ok(())
     }
 }

@@ -112,7 +112,7 @@ impl PError<'_> {
 
 type Res<'a, T> = IResult<&'a str, T, PError<'a>>;
 
-const STATEMENT: &str = "a statement (PUT, GET, DELETE, SCAN, COUNT, BEGIN, COMMIT, ROLLBACK, USE, CREATE, DROP or TABLES)";
+const STATEMENT: &str = "a statement (PUT, GET, DELETE, SCAN, COUNT, BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, USE, CREATE, DROP or TABLES)";
 const LITERAL: &str = "a quoted string, x'..', an integer or a :parameter";
 
 fn failure<'a, T>(at: &'a str, expected: &'static str) -> Res<'a, T> {
@@ -341,6 +341,19 @@ fn table_name(limits: Limits) -> impl Fn(&str) -> Res<'_, String> {
     }
 }
 
+/// `[ "SAVEPOINT" ] name`, after `ROLLBACK TO` and `RELEASE` (a name alone may be
+/// `SAVEPOINT`).
+fn savepoint_name(limits: Limits) -> impl Fn(&str) -> Res<'_, String> {
+    move |i| {
+        if let Ok((rest, ())) = keyword("SAVEPOINT").parse(i)
+            && let Ok(named) = table_name(limits)(rest)
+        {
+            return Ok(named);
+        }
+        context("a savepoint name", cut(table_name(limits))).parse(i)
+    }
+}
+
 /// `put = "PUT" literal literal`
 fn put_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
@@ -508,6 +521,7 @@ fn table_stmt(
 }
 
 /// `statement = put | get | delete | scan | count | "BEGIN" [ "READ" [ "ONLY" ] ] | "COMMIT" | "ROLLBACK"
+///            | "SAVEPOINT" name | "ROLLBACK" "TO" [ "SAVEPOINT" ] name | "RELEASE" [ "SAVEPOINT" ] name
 ///            | "USE" table | create | drop | "TABLES"`
 fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
@@ -536,7 +550,18 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
             "COUNT" => scan_stmt(limits, true)(rest),
             "BEGIN" => begin_stmt(rest),
             "COMMIT" => Ok((rest, Statement::Commit)),
-            "ROLLBACK" => Ok((rest, Statement::Rollback)),
+            "ROLLBACK" => match keyword("TO").parse(rest) {
+                Ok((rest, ())) => savepoint_name(limits)
+                    .map(|name| Statement::RollbackTo { name })
+                    .parse(rest),
+                Err(_) => Ok((rest, Statement::Rollback)),
+            },
+            "SAVEPOINT" => context("a savepoint name", cut(table_name(limits)))
+                .map(|name| Statement::Savepoint { name })
+                .parse(rest),
+            "RELEASE" => savepoint_name(limits)
+                .map(|name| Statement::Release { name })
+                .parse(rest),
             "TABLES" => Ok((rest, Statement::Tables)),
             "USE" => context("a table name", cut(table_name(limits)))
                 .map(|table| Statement::Use { table })

@@ -117,6 +117,9 @@ impl fmt::Display for Statement {
             Statement::BeginRead => f.write_str("BEGIN READ"),
             Statement::Commit => f.write_str("COMMIT"),
             Statement::Rollback => f.write_str("ROLLBACK"),
+            Statement::Savepoint { name } => write!(f, "SAVEPOINT {}", table(name)),
+            Statement::RollbackTo { name } => write!(f, "ROLLBACK TO {}", table(name)),
+            Statement::Release { name } => write!(f, "RELEASE {}", table(name)),
             Statement::Tables => f.write_str("TABLES"),
             Statement::Use { table: t } => write!(f, "USE {}", table(t)),
             Statement::CreateTable {

@@ -38,6 +38,16 @@ fn table() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Savepoint names, the words that may stand before one among them.
+fn savepoint_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        table(),
+        Just("SAVEPOINT".to_owned()),
+        Just("savepoint".to_owned()),
+        Just("TO".to_owned()),
+    ]
+}
+
 fn statement() -> impl Strategy<Value = Statement> {
     prop_oneof![
         (literal(), literal()).prop_map(|(key, value)| Statement::Put { key, value }),
@@ -63,6 +73,9 @@ fn statement() -> impl Strategy<Value = Statement> {
         Just(Statement::Commit),
         Just(Statement::Rollback),
         Just(Statement::Tables),
+        savepoint_name().prop_map(|name| Statement::Savepoint { name }),
+        savepoint_name().prop_map(|name| Statement::RollbackTo { name }),
+        savepoint_name().prop_map(|name| Statement::Release { name }),
         table().prop_map(|table| Statement::Use { table }),
         (table(), any::<bool>()).prop_map(|(table, if_not_exists)| Statement::CreateTable {
             table,

@@ -16,6 +16,7 @@ Statements (separated by ; or new lines, keywords in any case):
   COUNT [start [end]] [PREFIX p]
   DELETE RANGE [start [end]] [PREFIX p]               DELETE PREFIX p
   BEGIN [READ]   COMMIT   ROLLBACK   USE t   TABLES
+  SAVEPOINT s    ROLLBACK TO s    RELEASE s           (inside BEGIN ... COMMIT)
   CREATE TABLE [IF NOT EXISTS] t      DROP TABLE [IF EXISTS] t
   Literals: 'text', \"text\", x'00ff', 42 (stored as 8 big-endian bytes),
   :name (a parameter: its value is bound with .param set)
@@ -284,12 +285,15 @@ fn show(shell: &mut Shell) -> Result<String, String> {
     let on = |b: bool| if b { "on" } else { "off" };
     let s = &shell.settings;
     let session = &shell.session;
+    let savepoints: Vec<&str> = session.savepoints().collect();
     let transaction = if session.in_read_transaction() {
-        "read (BEGIN READ)"
+        "read (BEGIN READ)".to_owned()
+    } else if !savepoints.is_empty() {
+        format!("write (BEGIN), savepoints {}", savepoints.join(", "))
     } else if session.in_transaction() {
-        "write (BEGIN)"
+        "write (BEGIN)".to_owned()
     } else {
-        "none: each statement commits"
+        "none: each statement commits".to_owned()
     };
     let access = if session.database().is_read_only() {
         " (read-only)"
@@ -308,7 +312,7 @@ fn show(shell: &mut Shell) -> Result<String, String> {
         ),
         ("database", format!("{}{access}", shell.label)),
         ("table", session.table().to_owned()),
-        ("transaction", transaction.to_owned()),
+        ("transaction", transaction),
         ("parameters", session.params().count().to_string()),
     ];
     print_pairs(shell, &["setting", "value"], &rows)

@@ -15,10 +15,33 @@ use rustyline::{Context, Editor, Helper};
 
 use crate::shell::{Flow, Shell};
 
-const KEYWORDS: [&str; 23] = [
-    "PUT", "GET", "DELETE", "SCAN", "COUNT", "BEGIN", "READ", "COMMIT", "ROLLBACK", "USE",
-    "CREATE", "DROP", "TABLE", "TABLES", "IF", "NOT", "EXISTS", "PREFIX", "RANGE", "REVERSE",
-    "LIMIT", "main", "x''",
+const KEYWORDS: [&str; 26] = [
+    "PUT",
+    "GET",
+    "DELETE",
+    "SCAN",
+    "COUNT",
+    "BEGIN",
+    "READ",
+    "COMMIT",
+    "ROLLBACK",
+    "SAVEPOINT",
+    "RELEASE",
+    "TO",
+    "USE",
+    "CREATE",
+    "DROP",
+    "TABLE",
+    "TABLES",
+    "IF",
+    "NOT",
+    "EXISTS",
+    "PREFIX",
+    "RANGE",
+    "REVERSE",
+    "LIMIT",
+    "main",
+    "x''",
 ];
 
 /// Completion of keywords, dot-commands, table names, bound parameters and file names;

@@ -81,8 +81,11 @@ pub fn script(data: &[u8]) {
             Statement::Use { .. } | Statement::CreateTable { .. } | Statement::DropTable { .. }
         )
     });
-    let mut committed: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    let mut working: Option<BTreeMap<Vec<u8>, Vec<u8>>> = None;
+    type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
+    let mut committed = Entries::new();
+    let mut working: Option<Entries> = None;
+    // The write transaction's savepoints: each name with the table then.
+    let mut saves: Vec<(String, Entries)> = Vec::new();
     for s in &script.statements {
         let result = session.execute(&s.statement);
         if literals(&s.statement)
@@ -138,11 +141,35 @@ pub fn script(data: &[u8]) {
             (Statement::Begin, Ok(_)) => working = Some(committed.clone()),
             // (A read transaction's COMMIT ends it and changes nothing.)
             (Statement::Commit, Ok(_)) => {
+                saves.clear();
                 if let Some(w) = working.take() {
                     committed = w;
                 }
             }
-            (Statement::Rollback, Ok(_)) => working = None,
+            (Statement::Rollback, Ok(_)) => {
+                saves.clear();
+                working = None;
+            }
+            (Statement::Savepoint { name }, Ok(_)) => saves.push((name.clone(), view.clone())),
+            (Statement::RollbackTo { name }, Ok(_)) => {
+                let at = saves.iter().rposition(|(n, _)| n == name);
+                assert!(
+                    at.is_some(),
+                    "ROLLBACK TO {name}: no such savepoint, yet it ran"
+                );
+                if let Some(at) = at {
+                    saves.truncate(at + 1);
+                    *view = saves[at].1.clone();
+                }
+            }
+            (Statement::Release { name }, Ok(_)) => {
+                let at = saves.iter().rposition(|(n, _)| n == name);
+                assert!(
+                    at.is_some(),
+                    "RELEASE {name}: no such savepoint, yet it ran"
+                );
+                saves.truncate(at.unwrap_or(saves.len()));
+            }
             _ => {}
         }
     }

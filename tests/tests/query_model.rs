@@ -1,7 +1,8 @@
 //! Random scripts run through the parser and the executor, checked against a model of
 //! tables with transactions: autocommit statements, BEGIN/COMMIT/ROLLBACK, read
 //! transactions (`BEGIN READ`) that keep their snapshot while a second session writes,
-//! failing statements inside a transaction, range deletes, table creation, dropping and
+//! failing statements inside a transaction, savepoints (repeated names, rolled back to,
+//! released, outside a write transaction), range deletes, table creation, dropping and
 //! switching, parameters bound, rebound and unbound, reopening.
 
 use std::collections::BTreeMap;
@@ -24,6 +25,8 @@ struct Model {
     table: String,
     /// The session's bound parameters.
     params: BTreeMap<String, Vec<u8>>,
+    /// The write transaction's savepoints, oldest first: each name with the tables then.
+    saves: Vec<(String, Tables)>,
 }
 
 impl Model {
@@ -73,9 +76,18 @@ fn key(rng: &mut SmallRng) -> String {
     }
 }
 
-fn statement(rng: &mut SmallRng) -> String {
+/// A statement; savepoint statements come more often inside a write transaction.
+fn statement(rng: &mut SmallRng, writing: bool) -> String {
     let table = ["main", "t1", "t2"][rng.random_range(0..3)];
-    match rng.random_range(0..100) {
+    let savepoint = ["a", "b", "c"][rng.random_range(0..3)];
+    let pick = match rng.random_range(0..130) {
+        n if writing && n < 30 => 100 + n,
+        n => n,
+    };
+    match pick {
+        100..=111 => format!("SAVEPOINT {savepoint}"),
+        112..=125 => format!("ROLLBACK TO {savepoint}"),
+        126..=129 => format!("RELEASE {savepoint}"),
         0..=29 => format!("PUT {} '{}'", key(rng), "v".repeat(rng.random_range(0..30))),
         30..=37 => format!("DELETE {}", key(rng)),
         38..=39 => match rng.random_range(0..4) {
@@ -153,6 +165,7 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
     match stmt {
         Statement::Begin | Statement::BeginRead if m.in_txn() => Err(()),
         Statement::Begin => {
+            m.saves.clear();
             m.working = Some(m.committed.clone());
             Ok((Outcome::Began, vec![]))
         }
@@ -161,16 +174,36 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             Ok((Outcome::BeganRead, vec![]))
         }
         Statement::Commit => {
+            m.saves.clear();
             if m.reading.take().is_none() {
                 m.committed = m.working.take().ok_or(())?;
             }
             Ok((Outcome::Committed, vec![]))
         }
         Statement::Rollback => {
+            m.saves.clear();
             if m.reading.take().is_none() {
                 m.working.take().ok_or(())?;
             }
             Ok((Outcome::RolledBack, vec![]))
+        }
+        Statement::Savepoint { name } => {
+            let now = m.working.clone().ok_or(())?;
+            m.saves.push((name.clone(), now));
+            Ok((Outcome::Saved(name.clone()), vec![]))
+        }
+        Statement::RollbackTo { name } => {
+            m.working.as_ref().ok_or(())?;
+            let at = m.saves.iter().rposition(|(n, _)| n == name).ok_or(())?;
+            m.saves.truncate(at + 1);
+            m.working = Some(m.saves[at].1.clone());
+            Ok((Outcome::RolledBackTo(name.clone()), vec![]))
+        }
+        Statement::Release { name } => {
+            m.working.as_ref().ok_or(())?;
+            let at = m.saves.iter().rposition(|(n, _)| n == name).ok_or(())?;
+            m.saves.truncate(at);
+            Ok((Outcome::Released(name.clone()), vec![]))
         }
         Statement::CreateTable {
             table,
@@ -285,15 +318,18 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
         reading: None,
         table: "main".into(),
         params: BTreeMap::new(),
+        saves: Vec::new(),
     };
     model.committed.insert("main".into(), BTreeMap::new());
     let (mut succeeded, mut failed, mut rows_seen, mut range_deleted) = (0, 0, 0, 0);
     let (mut unseen_writes, mut bound_changes, mut unbound_failures) = (0, 0, 0);
+    let mut rolled_back_to = 0;
     for step in 0..scale("CAIRN_QUERY_OPS", 3000) {
         if rng.random_range(0..200) == 0 {
             let in_txn = model.in_txn();
             model.working = None;
             model.reading = None;
+            model.saves.clear();
             assert_eq!(session.in_transaction(), in_txn);
             // (The first session first: it rolls back its write transaction, which the
             // other's close would wait for.)
@@ -354,7 +390,7 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
             }
             continue;
         }
-        let src = statement(&mut rng);
+        let src = statement(&mut rng, model.working.is_some());
         let script = parse_script(&src);
         assert!(script.errors.is_empty(), "{src}: {:?}", script.errors);
         let stmt = &script.statements[0].statement;
@@ -366,6 +402,7 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
                 if let Outcome::DeletedRange { count } = outcome {
                     range_deleted += count;
                 }
+                rolled_back_to += usize::from(matches!(outcome, Outcome::RolledBackTo(_)));
                 succeeded += 1;
                 rows_seen += rows.len();
             }
@@ -378,12 +415,18 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
         assert_eq!(session.in_transaction(), model.in_txn());
         assert_eq!(session.in_read_transaction(), model.reading.is_some());
         assert_eq!(session.table(), model.table);
+        assert!(
+            session
+                .savepoints()
+                .eq(model.saves.iter().map(|(n, _)| n.as_str())),
+            "step {step}"
+        );
     }
     eprintln!(
         "{succeeded} statements succeeded, {failed} failed as the model said, {rows_seen} rows \
          compared, {range_deleted} keys deleted by ranges, {unseen_writes} writes made beside \
          a read transaction, {bound_changes} parameters bound or unbound, {unbound_failures} \
-         statements failed on an unbound one"
+         statements failed on an unbound one, {rolled_back_to} rollbacks to a savepoint"
     );
     assert!(
         succeeded > failed
@@ -391,7 +434,8 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
             && range_deleted > 0
             && unseen_writes > 10
             && bound_changes > 10
-            && unbound_failures > 10,
+            && unbound_failures > 10
+            && rolled_back_to > 10,
         "the script exercises too little"
     );
     Ok(())

@@ -129,6 +129,50 @@ fn every_statement_form() {
     assert_eq!(one("begin read only"), Statement::BeginRead);
     assert_eq!(one("commit"), Statement::Commit);
     assert_eq!(one("Rollback"), Statement::Rollback);
+}
+
+#[test]
+fn savepoint_statements_parse_with_and_without_the_optional_word() {
+    let named = |name: &str| name.to_owned();
+    assert_eq!(
+        one("SAVEPOINT a"),
+        Statement::Savepoint { name: named("a") }
+    );
+    assert_eq!(
+        one("savepoint 'two words'"),
+        Statement::Savepoint {
+            name: named("two words")
+        }
+    );
+    for src in ["ROLLBACK TO a", "rollback to savepoint a"] {
+        assert_eq!(
+            one(src),
+            Statement::RollbackTo { name: named("a") },
+            "{src}"
+        );
+    }
+    for src in ["RELEASE a", "Release Savepoint a"] {
+        assert_eq!(one(src), Statement::Release { name: named("a") }, "{src}");
+    }
+    // A savepoint may be called SAVEPOINT (or TO).
+    assert_eq!(
+        one("RELEASE SAVEPOINT"),
+        Statement::Release {
+            name: named("SAVEPOINT")
+        }
+    );
+    assert_eq!(
+        one("ROLLBACK TO TO"),
+        Statement::RollbackTo { name: named("TO") }
+    );
+    for (src, column) in [("SAVEPOINT", 10), ("ROLLBACK TO", 12), ("RELEASE 42", 9)] {
+        let (line, col, message) = error(src);
+        assert_eq!((line, col), (1, column), "{src}: {message}");
+        assert!(
+            message.contains("savepoint name") || message.contains("table name"),
+            "{src}: {message}"
+        );
+    }
     assert_eq!(one("TABLES"), Statement::Tables);
     assert_eq!(
         one("USE t_1"),
