@@ -229,11 +229,8 @@ fn empty_foreign_and_newer_files_get_their_own_errors() -> Result<(), Error> {
     Ok(())
 }
 
-/// A removal that meets a damaged page part-way — a range whose next leaf is damaged —
-/// has changed the tree by then. Its transaction cannot commit: `commit` returns the
-/// damage instead of committing half a removal, and the file keeps every key.
-#[test]
-fn a_removal_that_meets_damage_part_way_cannot_commit() -> Result<(), Error> {
+/// A committed table of 2,000 keys, every leaf damaged but the one holding the first key.
+fn every_leaf_but_the_first_damaged() -> Result<Database, Error> {
     let (storage, db) = cairn_tests::on_faulty_store_with(11, 1024, None, None, None)?;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
@@ -266,7 +263,15 @@ fn a_removal_that_meets_damage_part_way_cannot_commit() -> Result<(), Error> {
         let at = usize::try_from(p).unwrap_or(usize::MAX) * 1024 + 600;
         image[at] ^= 0xff;
     }
-    let db = cairn_tests::open_image(&image, false)?;
+    cairn_tests::open_image(&image, false)
+}
+
+/// A removal that meets a damaged page part-way — a range whose next leaf is damaged —
+/// has changed the tree by then. Its transaction cannot commit: `commit` returns the
+/// damage instead of committing half a removal, and the file keeps every key.
+#[test]
+fn a_removal_that_meets_damage_part_way_cannot_commit() -> Result<(), Error> {
+    let db = every_leaf_but_the_first_damaged()?;
     let mut w = db.begin_write()?;
     let removed = w.open_table("t")?.remove_range::<[u8], _>(..);
     let Err(Error::Corruption { page, .. }) = removed else {
@@ -301,5 +306,38 @@ fn a_removal_that_meets_damage_part_way_cannot_commit() -> Result<(), Error> {
         .map(|e| e.map(|(k, _)| k.to_vec()))
         .collect::<Result<_, _>>()?;
     assert_eq!(firsts.len(), 10);
+    Ok(())
+}
+
+/// A rollback to a savepoint taken before a removal that met damage part-way undoes the
+/// half-done removal: the transaction is whole again, goes on and commits.
+#[test]
+fn a_rollback_to_a_savepoint_undoes_a_removal_that_met_damage() -> Result<(), Error> {
+    let db = every_leaf_but_the_first_damaged()?;
+    let mut w = db.begin_write()?;
+    // (Keys between the first two, in the healthy leaf.)
+    let (before, after) = ([0u8, 0, 0, 0, 1], [0u8, 0, 0, 0, 2]);
+    w.open_table("t")?.insert(&before, b"kept")?;
+    let sp = w.savepoint()?;
+    let removed = w.open_table("t")?.remove_range::<[u8], _>(..);
+    assert!(
+        matches!(removed, Err(Error::Corruption { .. })),
+        "{removed:?}"
+    );
+    // A savepoint of a damaged transaction is refused with the damage.
+    assert!(matches!(w.savepoint(), Err(Error::Corruption { .. })));
+    w.rollback_to(&sp)?;
+    {
+        let mut t = w.open_table("t")?;
+        assert_eq!(t.len(), 2001);
+        assert_eq!(t.get(&0u32.to_be_bytes())?, Some(&[7u8; 40][..]));
+        t.insert(&after, b"kept too")?;
+    }
+    w.commit()?;
+    let r = db.begin_read()?;
+    let t = r.open_table("t")?;
+    assert_eq!(t.len(), 2002);
+    assert_eq!(t.get(&before)?, Some(&b"kept"[..]));
+    assert_eq!(t.get(&after)?, Some(&b"kept too"[..]));
     Ok(())
 }

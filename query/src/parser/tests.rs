@@ -531,7 +531,7 @@ fn the_language_document_examples_parse() {
         assert!(script.errors.is_empty(), "{block}: {:?}", script.errors);
         blocks += 1;
     }
-    assert_eq!(blocks, 5);
+    assert_eq!(blocks, 6);
 }
 
 #[test]
