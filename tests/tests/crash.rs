@@ -1,5 +1,6 @@
-//! Simulated power cuts: random transactions on a fault-injecting store, then the file as a
-//! cut would leave it (each unsynced write kept, dropped or torn at 512-byte sectors, in
+//! Simulated power cuts: random transactions on a fault-injecting store (a third of them
+//! taking savepoints, rolling back to and releasing them), then the file as a cut would
+//! leave it (each unsynced write kept, dropped or torn at 512-byte sectors, in
 //! any order; unsynced growth lost at random), opened with the normal engine.
 //!
 //! Every cut must open, pass `check()`, and hold one whole committed state: the last
@@ -9,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cairn_engine::{Database, Durability, Error};
+use cairn_engine::{Database, Durability, Error, Savepoint};
 use cairn_tests::{on_faulty_store_with, open_image, scale, seed};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -28,6 +29,8 @@ struct Tally {
     replayed: usize,
     /// Lives whose write transactions spilled pages before their commit.
     spilled: usize,
+    /// Rollbacks to a savepoint.
+    savepoint_rollbacks: usize,
 }
 
 fn contents(db: &Database) -> Result<State, Error> {
@@ -116,12 +119,31 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
         });
         // A large value is written when it is put: the error may come before the commit,
         // which then does not happen (the state is not in doubt).
+        let savepoints = rng.random_bool(0.3);
         let filled = (|| {
-            let mut t = w.open_table("t")?;
             // (Four times as many changes under the small budget: some spill.)
             let scale = if budget.is_some() { 4 } else { 1 };
+            let mut saved: Vec<(Savepoint, State)> = Vec::new();
             for _ in 0..rng.random_range(1..30) * scale {
-                change(&mut rng, &mut state, &mut t)?;
+                if savepoints && rng.random_bool(0.15) {
+                    match rng.random_range(0..3) {
+                        1 if !saved.is_empty() => {
+                            let at = rng.random_range(0..saved.len());
+                            saved.truncate(at + 1);
+                            w.rollback_to(&saved[at].0)?;
+                            state = saved[at].1.clone();
+                            tally.savepoint_rollbacks += 1;
+                        }
+                        2 if !saved.is_empty() => {
+                            let at = rng.random_range(0..saved.len());
+                            if let Some((sp, _)) = saved.drain(at..).next() {
+                                w.release(sp)?;
+                            }
+                        }
+                        _ => saved.push((w.savepoint()?, state.clone())),
+                    }
+                }
+                change(&mut rng, &mut state, &mut w.open_table("t")?)?;
             }
             Ok::<(), Error>(())
         })();
@@ -224,6 +246,10 @@ fn power_cuts_never_lose_acknowledged_commits_nor_mix_states() -> Result<(), Err
         "some cuts left commits only the log held"
     );
     assert!(tally.spilled > 0, "some transactions spilled pages");
+    assert!(
+        tally.savepoint_rollbacks > 0,
+        "some transactions rolled back to savepoints"
+    );
     Ok(())
 }
 
