@@ -395,11 +395,12 @@ impl FreeList {
     /// way allocated it, else when nobody can see it any more.
     pub fn free(&mut self, page: u64, txid: u64) {
         if self.fresh.remove(&page) {
-            if let Some(held) = self.held.as_mut() {
-                held.push(page);
-            } else {
-                self.free.insert(page);
-                self.undo.push(Undo::Gave(page));
+            match self.held.as_mut() {
+                None => {
+                    self.free.insert(page);
+                    self.undo.push(Undo::Gave(page));
+                }
+                Some(held) => held.push(page),
             }
         } else {
             let list = if self.young.remove(&page) {

@@ -52,8 +52,19 @@ impl Run {
 
 impl Dirty {
     /// Records node `id` as it is, before a change, if a savepoint is open and its
-    /// journal has no image of it yet.
+    /// journal has no image of it yet. (Inlined to one test of an empty vector, which is
+    /// all it costs without savepoints: the recording itself stays out of line, so that the
+    /// hot paths that call this keep their size.)
+    #[inline]
     pub fn note_node(&mut self, id: u64) {
+        if !self.journals.is_empty() {
+            self.note_node_slow(id);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note_node_slow(&mut self, id: u64) {
         if let Some(j) = self.journals.last_mut()
             && let Entry::Vacant(e) = j.nodes.entry(id)
         {
@@ -62,7 +73,16 @@ impl Dirty {
     }
 
     /// As [`Dirty::note_node`], for the overflow run starting at page `first`.
+    #[inline]
     pub fn note_overflow(&mut self, first: u64) {
+        if !self.journals.is_empty() {
+            self.note_overflow_slow(first);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note_overflow_slow(&mut self, first: u64) {
         if let Some(j) = self.journals.last_mut()
             && let Entry::Vacant(e) = j.overflow.entry(first)
         {
@@ -71,7 +91,16 @@ impl Dirty {
     }
 
     /// As [`Dirty::note_node`], for whether page `id` is spilled.
+    #[inline]
     pub fn note_spilled(&mut self, id: u64) {
+        if !self.journals.is_empty() {
+            self.note_spilled_slow(id);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note_spilled_slow(&mut self, id: u64) {
         if let Some(j) = self.journals.last_mut() {
             j.spilled
                 .entry(id)
