@@ -146,7 +146,8 @@ impl FreeList {
     pub fn rollback_to(&mut self, mark: &FreeMark) {
         // Pages taken from the free set since the mark; those past its end grew the file.
         let mut taken = rustc_hash::FxHashSet::default();
-        for u in self.undo.drain(mark.undo..).rev() {
+        // (The lists only grow during a transaction: the `min`s guard nothing but bugs.)
+        for u in self.undo.drain(mark.undo.min(self.undo.len())..).rev() {
             match u {
                 Undo::Took(p) => {
                     self.free.insert(p);
@@ -171,10 +172,11 @@ impl FreeList {
             }
         }
         self.page_count = mark.page_count;
-        for (page, _) in self.pending.drain(mark.pending..) {
+        for (page, _) in self.pending.drain(mark.pending.min(self.pending.len())..) {
             self.waiting.remove(&page);
         }
-        for (page, _) in self.pending_young.drain(mark.pending_young..) {
+        let young = mark.pending_young.min(self.pending_young.len());
+        for (page, _) in self.pending_young.drain(young..) {
             self.waiting.remove(&page);
         }
     }
