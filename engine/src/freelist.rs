@@ -162,8 +162,16 @@ impl FreeList {
                 }
             }
         }
+        // The pages allocated since are no longer the transaction's (a walk of what changed
+        // since the mark, not of every page the transaction holds).
         let since = |p: &u64| *p >= mark.page_count || taken.contains(p);
-        self.fresh.retain(|p| !since(p));
+        for p in taken
+            .iter()
+            .copied()
+            .chain(mark.page_count..self.page_count)
+        {
+            self.fresh.remove(&p);
+        }
         if let Some(held) = self.held.as_mut() {
             for p in held.drain(mark.held.min(held.len())..) {
                 if !since(&p) {
@@ -548,6 +556,36 @@ mod tests {
         );
         f.release(7);
         assert!(!f.any_waiting() && f.free.len() == 2);
+    }
+
+    #[test]
+    fn a_rollback_to_a_mark_puts_back_the_free_set_and_the_transactions_pages() {
+        let mut f = FreeList::with_pages(10);
+        f.free.extend([3, 4, 7]);
+        f.begin();
+        let (own, committed) = (f.alloc(), 5);
+        assert_eq!(own, 3);
+        let before = (f.free.clone(), f.fresh.clone(), f.page_count);
+        let mark = f.mark();
+        // Since the mark: pages from the free set and past the end, the transaction's own
+        // page freed (held, not free), a committed page freed (waiting).
+        let taken = [f.alloc(), f.alloc(), f.alloc(), f.alloc()];
+        assert_eq!(taken, [4, 7, 10, 11]);
+        f.free(own, 9);
+        f.free(committed, 9);
+        assert!(!f.free.contains(&own), "held while a mark is out");
+        assert!(f.any_waiting());
+        f.rollback_to(&mark);
+        assert_eq!((f.free.clone(), f.fresh.clone(), f.page_count), before);
+        assert!(!f.any_waiting());
+        // Once no mark is left, held pages are free.
+        f.free(own, 9);
+        f.release_held();
+        assert!(f.free.contains(&own) && !f.fresh.contains(&own));
+        // And the whole transaction still rolls back.
+        f.rollback();
+        assert_eq!(f.free.iter().copied().collect::<Vec<_>>(), [3, 4, 7]);
+        assert_eq!(f.page_count, 10);
     }
 
     #[test]

@@ -133,11 +133,7 @@ fn assert_txn_matches(txn: &mut WriteTxn, model: &Model, step: usize) -> Result<
             .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
             .collect::<Result<_, _>>()?;
         assert!(
-            all.iter().eq(m
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect::<Vec<_>>()
-                .iter()),
+            all.iter().map(|(k, v)| (k, v)).eq(m.iter()),
             "step {step}: table {name} differs from the model"
         );
     }
