@@ -18,6 +18,8 @@ use crate::write_txn::WriteTxn;
 use crate::writer_slot::WriterSlot;
 use crate::{CheckReport, Stats};
 
+mod private_copy;
+
 /// When a commit is on stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -43,6 +45,9 @@ pub struct Builder {
     /// (every second for a file, never for other storage).
     eventual_sync: Option<Option<Duration>>,
     txn_memory: usize,
+    /// Opening a private copy (`private_copy.rs`): the free pages of the file are not
+    /// reused.
+    withhold_free: bool,
 }
 
 /// The memory a write transaction's changed tree pages may take, unless the builder says
@@ -64,6 +69,7 @@ impl Default for Builder {
             poll_waits: true,
             eventual_sync: None,
             txn_memory: DEFAULT_TXN_MEMORY,
+            withhold_free: false,
         }
     }
 }
@@ -100,7 +106,10 @@ impl Builder {
         self
     }
 
-    /// Opens without writing, locking or syncing; works on a read-only file.
+    /// Opens without writing, locking or syncing; works on a read-only file. Readers follow
+    /// the commits of a writer in another process. A file whose writer stopped with commits
+    /// only its log holds opens as a private copy with them applied in memory (see
+    /// [`Database::is_private_copy`]).
     pub fn read_only(mut self, yes: bool) -> Self {
         self.read_only = yes;
         self
@@ -226,17 +235,19 @@ impl Builder {
             counters: counters.clone(),
         });
         let mut opened = recovery::open(storage.as_ref(), !self.read_only)?;
+        if self.withhold_free {
+            opened.freelist.withhold(opened.snapshot.slot.txid + 1);
+        }
         let log = std::mem::take(&mut opened.log);
-        // Read-only, the log cannot be applied; while a writer process holds the file, its
-        // slots are current (it writes a commit's slot before its record) and the log is
-        // its business.
+        // Read-only, the log is applied to a private copy; while a writer process holds the
+        // file, its slots are current (it writes a commit's slot before its record) and the
+        // log is its business.
         if self.read_only
             && !log.is_empty()
             && !lock_file.as_ref().is_some_and(crate::lock::writer_alive)
         {
-            return Err(Error::UnappliedLog {
-                commits: log.len() as u64,
-            });
+            let page_size = opened.snapshot.page_size;
+            return private_copy::open(self, storage, path, lock_file, page_size);
         }
         let slot = opened.snapshot.slot;
         let page_size = opened.snapshot.page_size;
@@ -246,6 +257,8 @@ impl Builder {
             page_size,
             read_only: self.read_only,
             lock_file,
+            private_copy: false,
+            pin: None,
             durability: self.durability,
             state: Mutex::new(State {
                 latest: Arc::new(opened.snapshot),
@@ -440,6 +453,11 @@ pub(crate) struct Inner {
     /// The database file again, for the byte-range locks between processes (`None` in
     /// memory): a read-only process pins its snapshots there, the writer looks for pins.
     pub lock_file: Option<std::fs::File>,
+    /// Whether this is a private copy of the file with its log applied (`private_copy.rs`).
+    pub private_copy: bool,
+    /// For a private copy of a file: the file, whose byte-range lock pins the commits the
+    /// copy reads, for as long as the copy is open.
+    pub pin: Option<std::fs::File>,
     pub durability: Durability,
     pub state: Mutex<State>,
     /// Where this process's read transactions register without the state lock.
@@ -856,6 +874,15 @@ impl Database {
             file_size: self.inner.storage.len(),
             pages_spilled: self.inner.pages_spilled.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether this read-only database is a private copy: its file's commit log held
+    /// commits that the writer had not applied to the tree (it stopped without closing the
+    /// file, in a power cut say), and opening applied them in memory, leaving the file as it
+    /// was. A copy shows those commits, but not the commits of a writer that opens the file
+    /// later; a new read-only opening does.
+    pub fn is_private_copy(&self) -> bool {
+        self.inner.private_copy
     }
 
     /// The page size in bytes.

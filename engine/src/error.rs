@@ -59,15 +59,6 @@ pub enum Error {
         /// The oldest version this build reads.
         oldest: u32,
     },
-    /// Opened read-only, the file holds committed transactions that only its commit log
-    /// records (its writer stopped without closing it); a writable open applies them.
-    #[error(
-        "the commit log holds {commits} committed transaction(s) not yet in the tree (the writer did not close the file); open it writable once to apply them"
-    )]
-    UnappliedLog {
-        /// How many.
-        commits: u64,
-    },
     /// Another process holds the file open for writing.
     #[error("database {} is locked by {}", path.display(), holder(*pid))]
     Locked {
@@ -197,7 +188,6 @@ impl Error {
                 found: *found,
                 oldest: *oldest,
             },
-            UnappliedLog { commits } => UnappliedLog { commits: *commits },
             Locked { path, pid } => Locked {
                 path: path.clone(),
                 pid: *pid,

@@ -93,6 +93,16 @@ impl FreeList {
         }
     }
 
+    /// Moves every free page to the waiting ones, as if commit `txid` (the next) had freed
+    /// them: until a later commit is durable, pages are allocated past the end only. For a
+    /// private copy of a file, whose free pages another process may reuse or cut off.
+    pub fn withhold(&mut self, txid: u64) {
+        for page in std::mem::take(&mut self.free) {
+            self.pending.push((page, txid));
+            self.waiting.insert(page, txid);
+        }
+    }
+
     /// Starts a transaction's changes: from here on, [`FreeList::rollback`] returns here.
     pub fn begin(&mut self) {
         self.undo.clear();
@@ -525,6 +535,27 @@ mod tests {
         assert!(!f.free.contains(&b));
         f.release(5);
         assert!(f.free.contains(&b) && f.pending().is_empty() && f.runs() == [(b, 1, 0)]);
+    }
+
+    #[test]
+    fn withheld_pages_stay_listed_and_are_not_reused_before_a_later_durable_commit() {
+        let mut f = FreeList::with_pages(10);
+        f.free.extend([3, 4, 7]);
+        f.withhold(6);
+        f.begin();
+        assert_eq!(f.alloc(), 10, "past the end, not a withheld page");
+        assert_eq!(f.alloc_run(2), 11);
+        f.free(5, 6);
+        f.settle(true);
+        assert_eq!(
+            f.runs(),
+            vec![(3, 3, 6), (7, 1, 6)],
+            "still free in the record"
+        );
+        f.release(5);
+        assert!(f.free.is_empty());
+        f.release(6);
+        assert_eq!(f.free.len(), 4, "commit 6 durable, its frees are reusable");
     }
 
     #[test]

@@ -142,7 +142,7 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
     shell.catch_interrupts()?;
     let mut flow = Flow::Continue;
     if interactive {
-        repl::run(&mut shell, opened.read_only_because.as_deref())?;
+        repl::run(&mut shell, opened.opening_note.as_deref())?;
     } else if options.sources.is_empty() {
         flow = shell.run_script("stdin", io::stdin().lock())?;
     } else {

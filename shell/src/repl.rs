@@ -170,11 +170,11 @@ fn refresh_tables(shell: &mut Shell, tables: &RefCell<Vec<String>>) {
 }
 
 /// Runs the interactive loop until `.quit` or end of input;
-/// `read_only_because` says why a file asked for writing was opened read-only.
+/// `opening_note` says what to know about how the file opened (see [`crate::shell::Opened`]).
 ///
 /// # Errors
 /// Failures of the terminal or of writing output.
-pub fn run(shell: &mut Shell, read_only_because: Option<&str>) -> anyhow::Result<()> {
+pub fn run(shell: &mut Shell, opening_note: Option<&str>) -> anyhow::Result<()> {
     let tables = Rc::new(RefCell::new(Vec::new()));
     let mut editor: Editor<CairnHelper, rustyline::history::DefaultHistory> = Editor::new()?;
     editor.set_helper(Some(CairnHelper {
@@ -196,7 +196,7 @@ pub fn run(shell: &mut Shell, read_only_because: Option<&str>) -> anyhow::Result
     } else {
         println!("Connected to {}.", shell.label);
     }
-    if let Some(why) = read_only_because {
+    if let Some(why) = opening_note {
         println!("{why}");
     }
     loop {

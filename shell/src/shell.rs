@@ -104,8 +104,10 @@ pub struct Opened {
     pub session: Session,
     /// The file, or `:memory:`.
     pub label: String,
-    /// Why a file opened with [`Access::WriteOrRead`] is read-only, when it is.
-    pub read_only_because: Option<String>,
+    /// What the person at the prompt should know about how the file opened: why a file
+    /// opened with [`Access::WriteOrRead`] is read-only, or that commits only its log held
+    /// were applied in memory.
+    pub opening_note: Option<String>,
 }
 
 /// Opens `file` (created if missing unless read-only), or a database in memory, with the
@@ -127,11 +129,11 @@ pub fn open_session(file: Option<&Path>, access: Access, tuning: Tuning) -> anyh
         return Ok(Opened {
             session: Session::new(builder.in_memory()?)?,
             label: ":memory:".to_owned(),
-            read_only_because: None,
+            opening_note: None,
         });
     };
     let cannot_open = || format!("cannot open {}", path.display());
-    let mut read_only_because = None;
+    let mut opening_note = None;
     let db = match access {
         Access::ReadOnly => builder.read_only(true).open(path),
         Access::Write | Access::WriteOrRead => match builder.clone().create(path) {
@@ -144,7 +146,7 @@ pub fn open_session(file: Option<&Path>, access: Access, tuning: Tuning) -> anyh
             }
             Err(e) => match readable_instead(&e, path) {
                 Some(note) if access == Access::WriteOrRead => {
-                    read_only_because = Some(note);
+                    opening_note = Some(note);
                     builder.read_only(true).open(path)
                 }
                 Some(_) => {
@@ -159,10 +161,22 @@ pub fn open_session(file: Option<&Path>, access: Access, tuning: Tuning) -> anyh
         },
     }
     .with_context(cannot_open)?;
+    if db.is_private_copy() {
+        let copy = format!(
+            "{}: its writer stopped before applying the commits only its commit log holds: \
+             they are applied in memory, the file is unchanged, and a writer's later commits \
+             do not show here (opening it for writing applies them to the file)",
+            path.display()
+        );
+        opening_note = Some(match opening_note {
+            Some(why) => format!("{why}\n{copy}"),
+            None => copy,
+        });
+    }
     Ok(Opened {
         session: Session::new(db)?,
         label: path.display().to_string(),
-        read_only_because,
+        opening_note,
     })
 }
 
@@ -530,7 +544,7 @@ impl Shell {
         let Opened {
             mut session,
             label,
-            read_only_because,
+            opening_note,
         } = opened;
         session.set_interrupt_flag(Arc::clone(&self.interrupt));
         // The parameters stay bound across `.open`: they belong to the shell's statements.
@@ -546,7 +560,7 @@ impl Shell {
         if let Some(message) = failed_close {
             self.error(&message)?;
         }
-        match read_only_because {
+        match opening_note {
             Some(why) => self.note(&why),
             None => Ok(()),
         }

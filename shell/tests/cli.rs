@@ -404,6 +404,41 @@ fn read_only_opening_refuses_writes_and_serves_reads() {
     assert!(err.contains("no transaction is open"), "{err}");
 }
 
+/// A file whose writer stopped with commits only its log holds opens read-only with them
+/// applied in memory (the note says so), as a writable opening shows them, and stays as
+/// it was.
+#[test]
+fn read_only_opening_applies_an_unapplied_log_in_memory() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/version3-unapplied.cairn");
+    let (ro, rw) = (dir.path().join("ro.cairn"), dir.path().join("rw.cairn"));
+    for copy in [&ro, &rw] {
+        std::fs::copy(&fixture, copy).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let before = std::fs::read(&ro).unwrap_or_else(|e| panic!("{e}"));
+    let script = "USE seq; COUNT; SCAN REVERSE LIMIT 2; USE text; COUNT";
+    let o = cairn(&["-readonly", path(&ro), "-c", script], b"");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let written = cairn(&[path(&rw), "-c", script], b"");
+    assert!(written.status.success(), "{}", text(&written.stderr));
+    assert_eq!(text(&o.stdout), text(&written.stdout));
+    assert_eq!(text(&o.stdout).lines().count(), 4, "{}", text(&o.stdout));
+    assert!(std::fs::read(&ro).unwrap_or_else(|e| panic!("{e}")) == before);
+    assert!(std::fs::read(&rw).unwrap_or_else(|e| panic!("{e}")) != before);
+    // `.open --readonly` says what it did.
+    let o = cairn(
+        &[],
+        format!(".open --readonly {}\nUSE seq\nCOUNT\n", path(&ro)).as_bytes(),
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("they are applied in memory, the file is unchanged"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
 #[test]
 fn info_shows_the_header_and_both_slots_without_opening() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

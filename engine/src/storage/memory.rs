@@ -8,11 +8,14 @@ use super::{Region, Storage};
 
 const MIN_CAPACITY: u64 = 1 << 24;
 
-/// Bytes in anonymous memory; syncing does nothing.
+/// Bytes in anonymous memory (or a private copy of a file); syncing does nothing.
 #[derive(Debug)]
 pub struct MemoryStorage {
     len: AtomicU64,
     region: Mutex<Arc<Region>>,
+    /// Whether it may grow past its region by copying into a larger one (not a private
+    /// copy of a file: copying would read pages another process may have cut off).
+    moves: bool,
 }
 
 impl MemoryStorage {
@@ -24,6 +27,29 @@ impl MemoryStorage {
         Ok(MemoryStorage {
             len: AtomicU64::new(0),
             region: Mutex::new(Arc::new(Region::anonymous(MIN_CAPACITY)?)),
+            moves: true,
+        })
+    }
+
+    /// A store of `len` bytes that shows `file` (at least `copy` bytes long) and keeps its
+    /// own writes: see [`Region::private_file`] for `map` and `copy`. It grows up to
+    /// `capacity` bytes; resizing past that is an error.
+    ///
+    /// # Errors
+    /// When the file cannot be mapped or read, or memory cannot be reserved.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn private_copy(
+        file: &std::fs::File,
+        map: u64,
+        copy: u64,
+        len: u64,
+        capacity: u64,
+    ) -> io::Result<MemoryStorage> {
+        let capacity = capacity.max(len);
+        Ok(MemoryStorage {
+            len: AtomicU64::new(len),
+            region: Mutex::new(Arc::new(Region::private_file(file, map, copy, capacity)?)),
+            moves: false,
         })
     }
 
@@ -80,6 +106,15 @@ impl Storage for MemoryStorage {
     fn resize(&self, len: u64) -> io::Result<()> {
         let mut region = self.region.lock().unwrap_or_else(PoisonError::into_inner);
         let old_len = self.len();
+        if len > region.capacity() && !self.moves {
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "a private copy of the file cannot grow past the {} bytes reserved for it",
+                    region.capacity()
+                ),
+            ));
+        }
         if len > region.capacity() {
             let bigger = Region::anonymous(len.saturating_mul(2))?;
             let keep = usize::try_from(old_len).map_err(io::Error::other)?;

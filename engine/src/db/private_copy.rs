@@ -1,0 +1,119 @@
+//! A read-only opening of a file whose commit log holds commits its tree does not (its
+//! writer stopped, in a power cut say, before applying them; a writable opening applies
+//! them): the commits are applied to a private copy of the file in memory, and the file is
+//! left as it was. The copy maps the file's pages privately, so that it costs memory only
+//! for the pages the replay writes (docs/design.md, *Read-only after a crash*).
+//!
+//! A writer in another process may open the file later, apply the log itself and go on;
+//! the copy keeps to what it applied and does not follow (a new read-only opening does).
+//! Before reading a page it pins the older of the two commits the slots name, as a
+//! following reader pins its snapshot, so that the writer neither overwrites nor cuts off
+//! a page of either; it writes only the header pages, pages of those commits, and new
+//! pages past both (the file's free pages are withheld from the replay).
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::{Builder, Database, Durability};
+use crate::error::{Error, Result};
+use crate::format::Slot;
+use crate::recovery;
+use crate::storage::{MemoryStorage, Storage};
+use crate::writer_slot::WriterSlot;
+
+/// Address space reserved for the replay's new pages beyond twice the file and eight times
+/// its log (the replay copies each page at most once and adds what the records hold).
+const SPARE_RESERVATION: u64 = 64 << 20;
+
+/// Opens `storage`, read-only, with the `commits` that only its log holds applied to a
+/// private copy. `lock_file` is the file itself, when `storage` is one.
+pub(super) fn open(
+    builder: Builder,
+    storage: Arc<dyn Storage>,
+    path: Option<PathBuf>,
+    lock_file: Option<File>,
+    page_size: usize,
+) -> Result<Database> {
+    let slots = intact_slots(storage.as_ref(), page_size)?;
+    let Some(oldest) = slots.iter().map(|s| s.txid).min() else {
+        return Err(Error::NoValidCommit {
+            slot0: "changed while opening".into(),
+            slot1: "changed while opening".into(),
+        });
+    };
+    if let Some(file) = &lock_file {
+        crate::lock::pin(file, oldest)?;
+        // A writer that began before the pin may have gone past both commits: open again,
+        // as the file is now (the log applied, or a writer alive to follow).
+        if intact_slots(storage.as_ref(), page_size)? != slots {
+            crate::lock::unpin(file, oldest)?;
+            return builder.build(storage, false, path, lock_file, None);
+        }
+    }
+    let copy = private_copy(storage.as_ref(), lock_file.as_ref(), &slots, page_size)?;
+    let writable = Builder {
+        read_only: false,
+        durability: Durability::Immediate,
+        eventual_sync: Some(None),
+        withhold_free: true,
+        ..builder
+    };
+    let mut db = writable.build(copy, false, path, None, None)?;
+    let inner = Arc::get_mut(&mut db.inner).ok_or_else(|| {
+        Error::Io(std::io::Error::other(
+            "a private copy was shared while it was opened",
+        ))
+    })?;
+    inner.read_only = true;
+    inner.writer = Mutex::new(WriterSlot::new(None));
+    inner.private_copy = true;
+    inner.pin = lock_file;
+    Ok(db)
+}
+
+/// The commit slots that verify, in slot order.
+fn intact_slots(storage: &dyn Storage, page_size: usize) -> Result<Vec<Slot>> {
+    let (slots, _) = recovery::read_slots(storage, page_size)?;
+    Ok(slots.into_iter().map(|(s, _)| s).collect())
+}
+
+/// A copy of `storage` whose writes stay in memory: for a file, a private map of the pages
+/// both commits have (the pins keep them in the file) and a copy of those one of them has.
+fn private_copy(
+    storage: &dyn Storage,
+    file: Option<&File>,
+    slots: &[Slot],
+    page_size: usize,
+) -> Result<Arc<dyn Storage>> {
+    let p = page_size as u64;
+    let len = storage.len();
+    let pages = |f: fn(u64, u64) -> u64| {
+        slots
+            .iter()
+            .map(|s| s.page_count)
+            .reduce(f)
+            .unwrap_or(0)
+            .saturating_mul(p)
+            .min(len)
+    };
+    let (shared, used) = (pages(u64::min), pages(u64::max));
+    let log = slots.iter().map(|s| s.log_pages).max().unwrap_or(0) * p;
+    let capacity = len
+        .saturating_mul(2)
+        .saturating_add(log.saturating_mul(8))
+        .saturating_add(SPARE_RESERVATION);
+    #[cfg(target_os = "linux")]
+    if let Some(file) = file {
+        return Ok(Arc::new(MemoryStorage::private_copy(
+            file, shared, used, len, capacity,
+        )?));
+    }
+    let _ = (file, shared, capacity);
+    // Not a file (or no private maps here): a whole copy in memory.
+    let mut bytes = vec![0u8; usize::try_from(used).map_err(std::io::Error::other)?];
+    storage.read(0, &mut bytes)?;
+    let copy = MemoryStorage::from_bytes(&bytes)?;
+    copy.resize(len)?;
+    Ok(Arc::new(copy))
+}
