@@ -329,14 +329,24 @@ fn unsigned(i: &str) -> Res<'_, u64> {
 
 /// `table = word | string`
 fn table_name(limits: Limits) -> impl Fn(&str) -> Res<'_, String> {
+    name(limits, "a table name in text, not bytes")
+}
+
+/// A table's or a savepoint's name: `word | string`, where the string is text; `bytes`
+/// says what was expected when it is not.
+fn name(limits: Limits, bytes: &'static str) -> impl Fn(&str) -> Res<'_, String> {
     move |i| {
         let (i, ()) = ws(i)?;
         if let Ok((rest, w)) = word(i) {
+            // `x'..'` is bytes, not the word `x` followed by a string.
+            if w.eq_ignore_ascii_case("x") && rest.starts_with('\'') {
+                return failure(i, bytes);
+            }
             return Ok((rest, w.to_owned()));
         }
         match string(limits)(i)? {
             (rest, Literal::Text(s)) => Ok((rest, s)),
-            _ => failure(i, "a table name in text, not bytes"),
+            _ => failure(i, bytes),
         }
     }
 }
@@ -344,13 +354,16 @@ fn table_name(limits: Limits) -> impl Fn(&str) -> Res<'_, String> {
 /// `[ "SAVEPOINT" ] name`, after `ROLLBACK TO` and `RELEASE` (a name alone may be
 /// `SAVEPOINT`).
 fn savepoint_name(limits: Limits) -> impl Fn(&str) -> Res<'_, String> {
+    const BYTES: &str = "a savepoint name in text, not bytes";
     move |i| {
-        if let Ok((rest, ())) = keyword("SAVEPOINT").parse(i)
-            && let Ok(named) = table_name(limits)(rest)
-        {
-            return Ok(named);
+        if let Ok((rest, ())) = keyword("SAVEPOINT").parse(i) {
+            match name(limits, BYTES)(rest) {
+                // Nothing after it: the name is `SAVEPOINT`.
+                Err(nom::Err::Error(_)) => {}
+                named => return named,
+            }
         }
-        context("a savepoint name", cut(table_name(limits))).parse(i)
+        context("a savepoint name", cut(name(limits, BYTES))).parse(i)
     }
 }
 
@@ -556,9 +569,12 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
                     .parse(rest),
                 Err(_) => Ok((rest, Statement::Rollback)),
             },
-            "SAVEPOINT" => context("a savepoint name", cut(table_name(limits)))
-                .map(|name| Statement::Savepoint { name })
-                .parse(rest),
+            "SAVEPOINT" => context(
+                "a savepoint name",
+                cut(name(limits, "a savepoint name in text, not bytes")),
+            )
+            .map(|name| Statement::Savepoint { name })
+            .parse(rest),
             "RELEASE" => savepoint_name(limits)
                 .map(|name| Statement::Release { name })
                 .parse(rest),

@@ -132,6 +132,37 @@ fn every_statement_form() {
 }
 
 #[test]
+fn a_name_in_bytes_is_refused_as_bytes_at_the_x() {
+    for (src, column, what) in [
+        ("USE x'00'", 5, "a table name in text, not bytes"),
+        ("CREATE TABLE X'61'", 14, "a table name in text, not bytes"),
+        (
+            "DROP TABLE IF EXISTS x'61'",
+            22,
+            "a table name in text, not bytes",
+        ),
+        ("SAVEPOINT x'61'", 11, "a savepoint name in text, not bytes"),
+        (
+            "RELEASE SAVEPOINT x'61'",
+            19,
+            "a savepoint name in text, not bytes",
+        ),
+        ("ROLLBACK TO x''", 13, "a savepoint name in text, not bytes"),
+        ("USE '\\xff'", 5, "a table name in text, not bytes"),
+    ] {
+        let (line, col, message) = error(src);
+        assert_eq!((line, col), (1, column), "{src}: {message}");
+        assert!(message.contains(what), "{src}: {message}");
+    }
+    // The word x alone, or before a space and a string, is a name.
+    assert_eq!(one("USE x"), Statement::Use { table: "x".into() });
+    assert_eq!(
+        one("SAVEPOINT X"),
+        Statement::Savepoint { name: "X".into() }
+    );
+}
+
+#[test]
 fn savepoint_statements_parse_with_and_without_the_optional_word() {
     let named = |name: &str| name.to_owned();
     assert_eq!(
@@ -395,7 +426,7 @@ fn each_error_class_reports_its_position() {
         ("SCAN PREFIX", (1, 12), "expected a quoted string"),
         ("CREATE t", (1, 8), "expected TABLE"),
         ("DROP TABLE", (1, 11), "expected a table name"),
-        ("USE x'00'", (1, 6), "expected the end of the statement"),
+        ("USE x'00'", (1, 5), "a table name in text, not bytes"),
         (
             "BEGIN now",
             (1, 7),
