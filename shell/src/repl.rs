@@ -201,12 +201,15 @@ pub fn run(shell: &mut Shell, opening_note: Option<&str>) -> anyhow::Result<()> 
     }
     loop {
         refresh_tables(shell, &tables);
+        let savepoints: Vec<&str> = shell.session.savepoints().collect();
         let txn = if shell.session.in_read_transaction() {
-            " [read txn]"
+            " [read txn]".to_owned()
+        } else if !savepoints.is_empty() {
+            format!(" [txn: {}]", savepoints.join(", "))
         } else if shell.session.in_transaction() {
-            " [txn]"
+            " [txn]".to_owned()
         } else {
-            ""
+            String::new()
         };
         let read_only = if shell.session.database().is_read_only() {
             " [read-only]"

@@ -203,6 +203,9 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
     term.enter("BEGIN READ", "main [read txn]> ");
     term.enter("COMMIT", "main> ");
     term.enter("BEGIN", "main [txn]> ");
+    term.enter("SAVEPOINT a; SAVEPOINT 'b c'", "main [txn: a, b c]> ");
+    term.enter("ROLLBACK TO a", "main [txn: a]> ");
+    term.enter("RELEASE a", "main [txn]> ");
     term.enter("PUT 'uncommitted' 1", "main [txn]> ");
     term.type_keys("\x04");
     term.expect("rolled back the open transaction");
