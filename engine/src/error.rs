@@ -139,6 +139,18 @@ pub enum Error {
         "no such savepoint in this transaction (released, rolled back past, or another transaction's)"
     )]
     NoSuchSavepoint,
+    /// The open savepoints' copies of earlier pages take more memory than a transaction
+    /// may hold ([`crate::Builder::txn_memory`]): no savepoint is taken until one is
+    /// released or rolled back to.
+    #[error(
+        "the open savepoints hold {held} bytes of earlier pages, more than the transaction's memory budget of {budget} bytes: release or roll back to one first"
+    )]
+    SavepointsTooLarge {
+        /// The bytes the savepoints' copies take.
+        held: u64,
+        /// The transaction's memory budget.
+        budget: u64,
+    },
     /// A commit panicked part-way on this handle, so the writer state is in an unknown
     /// condition and no write may follow; the file is as a failed commit leaves it.
     #[error(
@@ -214,6 +226,10 @@ impl Error {
             ReadOnly => ReadOnly,
             WriteTxnOnThisThread => WriteTxnOnThisThread,
             NoSuchSavepoint => NoSuchSavepoint,
+            SavepointsTooLarge { held, budget } => SavepointsTooLarge {
+                held: *held,
+                budget: *budget,
+            },
             WriterLost => WriterLost,
             FileTooLarge { max } => FileTooLarge { max: *max },
             Io(e) => Io(std::io::Error::new(e.kind(), e.to_string())),

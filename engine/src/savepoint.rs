@@ -52,11 +52,26 @@ impl WriteTxn {
     /// or the transaction ends. Pages the transaction frees meanwhile are reused only
     /// after that.
     ///
+    /// The copies count against the transaction's memory budget
+    /// ([`crate::Builder::txn_memory`]), which the transaction's own pages keep to by
+    /// spilling: the copies cannot spill, so once they take more than the budget, no
+    /// savepoint is taken until one is released or rolled back to. They then take at most
+    /// twice the budget (the newest savepoint's copies are at most the pages held when it
+    /// was taken).
+    ///
     /// # Errors
-    /// The damage a removal in this transaction met (see [`WriteTxn::commit`]): the
-    /// transaction can only roll back (to an earlier savepoint, or altogether).
+    /// [`Error::SavepointsTooLarge`] past the budget. The damage a removal in this
+    /// transaction met (see [`WriteTxn::commit`]): the transaction can only roll back (to
+    /// an earlier savepoint, or altogether).
     pub fn savepoint(&mut self) -> Result<Savepoint> {
         self.undamaged()?;
+        let held = self.dirty.journals_held();
+        let page = self.inner.page_size;
+        let held = (held.nodes * page + held.bytes) as u64;
+        let budget = (self.inner.txn_budget_pages * page) as u64;
+        if held > budget {
+            return Err(Error::SavepointsTooLarge { held, budget });
+        }
         let serial = NEXT_SERIAL.fetch_add(1, Relaxed);
         self.savepoints.push(Saved {
             serial,
@@ -247,6 +262,48 @@ mod tests {
         Ok(())
     }
 
+    /// The copies savepoints keep count against the transaction's budget: past it, a
+    /// savepoint is refused, so that they never take more than about twice the budget;
+    /// releasing the savepoints lets one be taken again.
+    #[test]
+    fn savepoints_copies_are_bounded_by_the_budget() -> Result<(), Error> {
+        let dir = tempfile::tempdir()?;
+        let db = Database::builder()
+            .page_size(1024)
+            .txn_memory(16 << 10)
+            .create(dir.path().join("bounded.cairn"))?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        for i in 0..3_000u32 {
+            w.open_table("t")?.insert(&i.to_be_bytes(), &[1; 40])?;
+        }
+        w.commit()?;
+        let mut w = db.begin_write()?;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(39);
+        let (mut saves, mut refused) = (Vec::new(), 0);
+        for round in 0..40u8 {
+            match w.savepoint() {
+                Ok(sp) => saves.push(sp),
+                Err(Error::SavepointsTooLarge { held, budget }) => {
+                    assert_eq!(budget, 16 << 10);
+                    assert!(held > budget && held <= 2 * budget + 4 * 1024, "{held}");
+                    refused += 1;
+                }
+                Err(e) => return Err(e),
+            }
+            let mut t = w.open_table("t")?;
+            for _ in 0..200 {
+                t.insert(&rng.random_range(0..3_000u32).to_be_bytes(), &[round; 40])?;
+            }
+        }
+        assert!(refused > 10 && saves.len() > 1, "{refused} refused");
+        let first = saves.remove(0);
+        w.release(first)?;
+        w.savepoint()?;
+        w.commit()?;
+        healthy(&db)
+    }
+
     /// Random changes under a 16-page budget, so that spilled pages and overflow runs
     /// written at once are changed, freed and reused under savepoints, nested, released and
     /// rolled back to at random; the contents checked after every rollback, and the file
@@ -259,7 +316,7 @@ mod tests {
             .in_memory()?;
         let mut rng = rand::rngs::SmallRng::seed_from_u64(38);
         let mut committed = Entries::new();
-        let mut rolled_back = 0;
+        let (mut rolled_back, mut refused) = (0, 0);
         for round in 0..12 {
             let mut w = db.begin_write()?;
             if round == 0 {
@@ -284,7 +341,12 @@ mod tests {
                         let existed = w.open_table("t")?.remove(&key)?;
                         assert_eq!(existed, model.remove(&key).is_some());
                     }
-                    90..=94 => saves.push((w.savepoint()?, model.clone())),
+                    90..=94 => match w.savepoint() {
+                        Ok(sp) => saves.push((sp, model.clone())),
+                        // The copies past the budget: the bound the test below checks.
+                        Err(Error::SavepointsTooLarge { .. }) => refused += 1,
+                        Err(e) => return Err(e),
+                    },
                     95..=97 if !saves.is_empty() => {
                         let at = rng.random_range(0..saves.len());
                         saves.truncate(at + 1);
@@ -315,6 +377,7 @@ mod tests {
             assert_eq!(r.open_table("t")?.len(), committed.len() as u64);
         }
         assert!(rolled_back > 50, "{rolled_back} rollbacks");
+        assert!(refused > 0, "the copies never reached the budget");
         assert!(db.io_stats().pages_spilled > 0, "nothing spilled");
         Ok(())
     }

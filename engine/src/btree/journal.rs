@@ -21,19 +21,65 @@ pub(crate) struct Journal {
     overflow: FxHashMap<u64, Option<Run>>,
     /// Whether each page was spilled.
     spilled: FxHashMap<u64, bool>,
+    /// What the images take: see [`Held`].
+    held: Held,
+}
+
+/// The memory a journal's images take: nodes (a page each) and bytes of overflow runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Held {
+    pub nodes: usize,
+    pub bytes: usize,
+}
+
+impl Held {
+    fn node(image: &Option<Node>) -> Held {
+        Held {
+            nodes: usize::from(image.is_some()),
+            bytes: 0,
+        }
+    }
+
+    fn run(image: &Option<Run>) -> Held {
+        let bytes = match image {
+            Some(Run::Held(b)) => b.len(),
+            _ => 0,
+        };
+        Held { nodes: 0, bytes }
+    }
+
+    fn add(&mut self, other: Held) {
+        self.nodes += other.nodes;
+        self.bytes += other.bytes;
+    }
 }
 
 impl Journal {
     /// Adds `later`'s entries for the pages this journal has none for.
     fn absorb(&mut self, later: Journal) {
-        fn fold<V>(into: &mut FxHashMap<u64, V>, from: FxHashMap<u64, V>) {
+        fn fold<V>(
+            into: &mut FxHashMap<u64, V>,
+            from: FxHashMap<u64, V>,
+            held: &mut Held,
+            weigh: fn(&V) -> Held,
+        ) {
             for (k, v) in from {
-                into.entry(k).or_insert(v);
+                if let Entry::Vacant(e) = into.entry(k) {
+                    held.add(weigh(&v));
+                    e.insert(v);
+                }
             }
         }
-        fold(&mut self.nodes, later.nodes);
-        fold(&mut self.overflow, later.overflow);
-        fold(&mut self.spilled, later.spilled);
+        fold(&mut self.nodes, later.nodes, &mut self.held, Held::node);
+        fold(
+            &mut self.overflow,
+            later.overflow,
+            &mut self.held,
+            Held::run,
+        );
+        fold(&mut self.spilled, later.spilled, &mut self.held, |_| {
+            Held::default()
+        });
     }
 }
 
@@ -68,7 +114,9 @@ impl Dirty {
         if let Some(j) = self.journals.last_mut()
             && let Entry::Vacant(e) = j.nodes.entry(id)
         {
-            e.insert(self.nodes.get(&id).cloned());
+            let image = self.nodes.get(&id).cloned();
+            j.held.add(Held::node(&image));
+            e.insert(image);
         }
     }
 
@@ -86,7 +134,9 @@ impl Dirty {
         if let Some(j) = self.journals.last_mut()
             && let Entry::Vacant(e) = j.overflow.entry(first)
         {
-            e.insert(self.overflow.get(&first).map(Run::copy));
+            let image = self.overflow.get(&first).map(Run::copy);
+            j.held.add(Held::run(&image));
+            e.insert(image);
         }
     }
 
@@ -106,6 +156,15 @@ impl Dirty {
                 .entry(id)
                 .or_insert_with(|| self.spilled.contains_key(&id));
         }
+    }
+
+    /// What the open savepoints' journals hold.
+    pub fn journals_held(&self) -> Held {
+        let mut all = Held::default();
+        for j in &self.journals {
+            all.add(j.held);
+        }
+        all
     }
 
     /// Starts the journal of a new savepoint.
