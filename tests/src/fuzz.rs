@@ -183,7 +183,7 @@ pub fn script(data: &[u8]) {
 /// replaying the commit log's records, then committing), listing, scanning both ways,
 /// reading and checking return errors or data, never a panic or a hang.
 pub fn open(data: &[u8]) {
-    read(data);
+    let copied = read(data);
     let Ok(storage) = MemoryStorage::from_bytes(data) else {
         return;
     };
@@ -197,6 +197,12 @@ pub fn open(data: &[u8]) {
     let Ok(db) = Database::builder().with_storage(Arc::new(storage), false, None) else {
         return;
     };
+    if let (Some(copy), Some(written)) = (copied, summary(&db)) {
+        assert!(
+            copy == written,
+            "a private copy shows other tables or rows than a writable opening"
+        );
+    }
     let Ok(mut w) = db.begin_write() else { return };
     if let Ok(tables) = w.list_tables()
         && let Some(info) = tables.first()
@@ -298,16 +304,40 @@ fn used_bytes(mut image: Vec<u8>) -> Vec<u8> {
 }
 
 /// `data` opened read-only: listed, scanned, read and checked.
-fn read(data: &[u8]) {
-    let Ok(storage) = MemoryStorage::from_bytes(data) else {
-        return;
-    };
-    let Ok(db) = Database::builder()
+/// Every table's name and rows (the first 10,000 of each), when all can be read.
+type Summary = Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+fn summary(db: &Database) -> Option<Summary> {
+    let r = db.begin_read().ok()?;
+    let mut all = Summary::new();
+    for info in r.list_tables().ok()? {
+        let t = r.open_table(&info.name).ok()?;
+        let rows = t
+            .iter()
+            .ok()?
+            .take(10_000)
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<Vec<_>, _>>()
+            .ok()?;
+        all.push((info.name, rows));
+    }
+    Some(all)
+}
+
+/// Opens `data` read-only and reads it all; for a private copy (its log applied in
+/// memory), what it shows, to compare with a writable opening.
+fn read(data: &[u8]) -> Option<Summary> {
+    let storage = MemoryStorage::from_bytes(data).ok()?;
+    let db = Database::builder()
         .read_only(true)
         .with_storage(Arc::new(storage), false, None)
-    else {
-        return;
-    };
+        .ok()?;
+    let copied = db.is_private_copy().then(|| summary(&db)).flatten();
+    read_all(&db);
+    copied
+}
+
+fn read_all(db: &Database) {
     let _ = db.check();
     let _ = db.stats();
     let Ok(r) = db.begin_read() else { return };
