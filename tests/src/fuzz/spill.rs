@@ -15,10 +15,12 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// operation on key `[a % 32, b]`: by `c % 16`, a commit (durable when `a` is odd), a
 /// rollback, a removal, a removal of up to 64 keys from the key on, a get, a scan of 20
 /// entries from the key, a `retain_in` over up to 64 keys from the key on (keeping the
-/// values of even length), a `pop_first` (`a` even) or `pop_last`, or else an insert of
-/// `3 × c` bytes (some over the inline limit: overflow runs). Every read and every removal's count agrees with a model; at the end
-/// the table agrees with it, the integrity check passes, and so they do after reopening
-/// the file.
+/// values of even length), a `pop_first` (`a` even) or `pop_last`, by `b % 3` a savepoint
+/// taken, rolled back to or released (the `a`-th open one, counted round), or else an
+/// insert of `3 × c` bytes (some over the inline limit: overflow runs). Every read and
+/// every removal's count agrees with a model, and so does the table after each rollback to
+/// a savepoint; at the end the table agrees with it, the integrity check passes, and so
+/// they do after reopening the file.
 ///
 /// # Panics
 /// When the database disagrees with the model or fails its check: the fuzzer's finding.
@@ -43,6 +45,7 @@ fn run(data: &[u8]) -> Result<(), Error> {
     w.commit()?;
     let mut committed = Model::new();
     let mut working = Model::new();
+    let mut saves: Vec<(cairn_engine::Savepoint, Model)> = Vec::new();
     let mut w = db.begin_write()?;
     for chunk in data.chunks_exact(3) {
         let [a, b, c] = [chunk[0], chunk[1], chunk[2]];
@@ -54,11 +57,13 @@ fn run(data: &[u8]) -> Result<(), Error> {
                 }
                 w.commit()?;
                 committed = working.clone();
+                saves.clear();
                 w = db.begin_write()?;
             }
             1 => {
                 w.rollback();
                 working = committed.clone();
+                saves.clear();
                 w = db.begin_write()?;
             }
             2 => {
@@ -119,6 +124,7 @@ fn run(data: &[u8]) -> Result<(), Error> {
                     assert_eq!(t.pop_last()?, working.pop_last(), "pop_last");
                 }
             }
+            8 => savepoint(&mut w, &mut saves, &mut working, a, b)?,
             _ => {
                 let value: Vec<u8> = (0..usize::from(c) * 3)
                     .map(|i| a ^ b.wrapping_add(i as u8))
@@ -133,6 +139,46 @@ fn run(data: &[u8]) -> Result<(), Error> {
     drop(db);
     let image = MemoryStorage::from_bytes(&storage.to_vec())?;
     agrees(&open(Arc::new(image), false)?, &working)
+}
+
+/// By `b % 3`: takes a savepoint (unless the open ones hold more than the budget), or
+/// rolls back to or releases the `a`-th open one (counted round).
+fn savepoint(
+    w: &mut cairn_engine::WriteTxn,
+    saves: &mut Vec<(cairn_engine::Savepoint, Model)>,
+    working: &mut Model,
+    a: u8,
+    b: u8,
+) -> Result<(), Error> {
+    let at = usize::from(a) % saves.len().max(1);
+    match b % 3 {
+        0 => match w.savepoint() {
+            Ok(sp) => saves.push((sp, working.clone())),
+            Err(Error::SavepointsTooLarge { .. }) => {}
+            Err(e) => return Err(e),
+        },
+        1 if !saves.is_empty() => {
+            saves.truncate(at + 1);
+            w.rollback_to(&saves[at].0)?;
+            *working = saves[at].1.clone();
+            let t = w.open_table("t")?;
+            let found = t
+                .iter()?
+                .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<Result<Model, _>>()?;
+            assert!(
+                found == *working,
+                "the table after a rollback to a savepoint"
+            );
+        }
+        2 if !saves.is_empty() => {
+            if let Some((sp, _)) = saves.drain(at..).next() {
+                w.release(sp)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Whether the table holds exactly `model`'s entries and the file passes its check.
