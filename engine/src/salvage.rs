@@ -6,8 +6,11 @@
 //! checksum; a page that fails is skipped with the keys its parent gives it, and the walk
 //! goes on with the next (`salvage/walk.rs`). The slot read is one that loses nothing up
 //! to the newest commit (with the commit log's records after it), else the one that
-//! recovers the most. Then the commits the commit log holds after it are handed over,
-//! change by change, as recovery would replay them. Nothing is written to the file.
+//! recovers the most. The trees under a page that failed, which no page that verifies
+//! leads to any more, are found among the pages nothing accounts for and handed over as
+//! tables of their own (`salvage/orphans.rs`). Then the commits the commit log holds after
+//! it are handed over, change by change, as recovery would replay them. Nothing is written
+//! to the file.
 
 use std::fs::File;
 use std::path::Path;
@@ -18,6 +21,7 @@ use crate::format::{LOG_UNITS_VERSION, LogOp, Slot, decode_ops};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 use crate::storage::{FileStorage, Storage};
 
+mod orphans;
 mod walk;
 use walk::Walk;
 
@@ -99,8 +103,13 @@ pub struct SalvageReport {
     pub newest_txid: u64,
     /// Commits the commit log held after `txid`, handed over as changes.
     pub logged_commits: u64,
-    /// Tables handed over from the tree (not counting those the log creates).
+    /// Tables handed over from the tree (not counting those the log creates), those of
+    /// `lost_and_found` included.
     pub tables: u64,
+    /// Tables named `lost_and_found_<page>`: subtrees whose pages verify but which no page
+    /// that verifies leads to (under a damaged catalog or branch), found among the pages
+    /// neither the tree nor the free set accounts for. Their entries count in `entries`.
+    pub lost_and_found: u64,
     /// Entries handed over from the tree (not counting the log's changes).
     pub entries: u64,
     /// Everything that could not be read.
@@ -209,12 +218,25 @@ pub fn salvage_storage(
     };
     let mut walk = Walk::new(&snapshot);
     walk.catalog(each)?;
+    // Pages under a failed tree page that still verify: tables of their own.
+    if walk
+        .lost
+        .iter()
+        .any(|l| matches!(l.keys, LostKeys::Range { .. }))
+    {
+        for root in orphans::roots(&snapshot, &walk.seen) {
+            if !walk.seen.contains(&root.page) {
+                walk.lost_and_found(each, root)?;
+            }
+        }
+    }
     let mut report = SalvageReport {
         txid: snapshot.slot.txid,
         newest_txid,
         tables: walk.tables,
         entries: walk.entries,
         lost: walk.lost,
+        lost_and_found: walk.found,
         logged_commits: 0,
     };
     for (page, payload) in &log {

@@ -244,10 +244,11 @@ impl<W: Write> Script<'_, W> {
         self.start()?;
         writeln!(
             self.out,
-            "-- recovered {} entries of {} tables from commit {}, then {} commits from the \
-             log; {} parts lost",
+            "-- recovered {} entries of {} tables ({} of them lost_and_found) from commit {}, \
+             then {} commits from the log; {} parts lost",
             report.entries,
             report.tables,
+            report.lost_and_found,
             report.txid,
             report.logged_commits,
             report.lost.len()
@@ -298,6 +299,14 @@ fn summary(file: &str, report: &SalvageReport, not_recovered: &[String]) -> Exit
          then {} commits from the commit log",
         report.entries, report.tables, report.txid, report.newest_txid, report.logged_commits
     );
+    if report.lost_and_found > 0 {
+        let _ = writeln!(
+            err,
+            "found: {} tables that no page that verifies leads to (under a damaged catalog or \
+             branch), recovered as lost_and_found_<page>",
+            report.lost_and_found
+        );
+    }
     for lost in &report.lost {
         let _ = writeln!(err, "lost: {}", describe(lost));
     }

@@ -219,6 +219,41 @@ fn recover_rebuilds_what_a_damaged_file_still_holds() {
     }
 }
 
+/// A damaged catalog in a closed file (both slots name the same commit): the tables come
+/// back whole, unnamed, and the summary says so.
+#[test]
+fn recover_finds_the_tables_under_a_damaged_catalog() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (dir.path().join("a.cairn"), dir.path().join("b.cairn"));
+    let mut script = String::from("CREATE TABLE t\nUSE t\nBEGIN\n");
+    for i in 0u32..600 {
+        script.push_str(&format!("PUT 'key{i:05}' 'value {i}'\n"));
+    }
+    script.push_str("COMMIT\nUSE main\nPUT 1 'one'\n");
+    assert!(cairn(&[path(&a)], script.as_bytes()).status.success());
+    let info = cairn_engine::inspect(&a).unwrap_or_else(|e| panic!("{e}"));
+    let Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) = info.slots.first() else {
+        panic!("{info:?}");
+    };
+    let mut bytes = std::fs::read(&a).unwrap_or_default();
+    let at = usize::try_from(catalog_page * 4096 + 100).unwrap_or(usize::MAX);
+    bytes[at] ^= 0x55;
+    std::fs::write(&a, bytes).unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&["recover", path(&a), path(&b)], b"");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("found: 2 tables"), "{err}");
+    assert!(err.contains("lost: the catalog"), "{err}");
+    let tables = text(&cairn(&[path(&b), "-c", "TABLES"], b"").stdout);
+    let mut counts: Vec<&str> = tables
+        .lines()
+        .filter_map(|l| l.strip_prefix("lost_and_found_"))
+        .filter_map(|l| l.split('\t').nth(1))
+        .collect();
+    counts.sort_unstable();
+    assert_eq!(counts, ["1", "600"], "{tables}");
+}
+
 #[test]
 fn logsize_chooses_the_commit_log_of_a_new_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

@@ -80,10 +80,19 @@ fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), (
     else {
         return Ok(("none", 0));
     };
+    // (Under its name, or in a table salvage found no name for.)
+    let unnamed: Vec<_> = got
+        .iter()
+        .filter(|(t, _)| t.starts_with("lost_and_found_") && !model.contains_key(*t))
+        .map(|(_, m)| m)
+        .collect();
     let recovered = model
         .iter()
         .map(|(t, entries)| {
-            let same = |(k, v): (&Vec<u8>, &Vec<u8>)| got.get(t).and_then(|m| m.get(k)) == Some(v);
+            let same = |(k, v): (&Vec<u8>, &Vec<u8>)| {
+                got.get(t).and_then(|m| m.get(k)) == Some(v)
+                    || unnamed.iter().any(|m| m.get(k) == Some(v))
+            };
             entries.iter().filter(|&e| same(e)).count()
         })
         .sum();
@@ -104,10 +113,18 @@ fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), (
             (Some(_), LostKeys::Log) => false,
         })
     };
-    let handed_are_right = got.iter().all(|(t, entries)| {
-        entries
+    // An entry of a table salvage found no name for (under a damaged catalog or branch)
+    // is some table's, with its value, where that table's keys were reported lost.
+    let found = |k: &Vec<u8>, v: &Vec<u8>| {
+        model
             .iter()
-            .all(|(k, v)| model.get(t).and_then(|m| m.get(k)) == Some(v))
+            .any(|(t, m)| m.get(k) == Some(v) && covered(t, k))
+    };
+    let handed_are_right = got.iter().all(|(t, entries)| {
+        entries.iter().all(|(k, v)| match model.get(t) {
+            None if t.starts_with("lost_and_found_") => found(k, v),
+            m => m.and_then(|m| m.get(k)) == Some(v),
+        })
     });
     let missing_are_lost = model.iter().all(|(t, entries)| {
         entries

@@ -280,6 +280,110 @@ fn a_damaged_catalog_falls_back_to_the_older_commit_and_says_what_is_missing() -
     Ok(())
 }
 
+/// The tables salvage found no name for (`lost_and_found_<page>`), merged; and how many.
+fn lost_and_found(got: &Model) -> (BTreeMap<Vec<u8>, Vec<u8>>, usize) {
+    let found: Vec<_> = got
+        .iter()
+        .filter(|(name, _)| name.starts_with("lost_and_found_"))
+        .collect();
+    let merged = found.iter().flat_map(|(_, t)| (*t).clone()).collect();
+    (merged, found.len())
+}
+
+/// A clean close writes the newest commit into both slots: with its catalog damaged there
+/// is no older commit to fall back to, and the tables come back unnamed, whole.
+#[test]
+fn a_damaged_catalog_in_a_closed_file_gives_its_tables_back_unnamed() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("closed.cairn");
+    let mut model = build(&path)?;
+    // Every leaf of beta rewritten: the free pages hold their old versions, which must
+    // not come back.
+    let db = Database::open(&path)?;
+    let mut w = db.begin_write()?;
+    let mut t = w.open_table("beta")?;
+    for (key, value) in model.get_mut("beta").into_iter().flatten() {
+        value.truncate(30);
+        t.insert(key, value)?;
+    }
+    w.commit()?;
+    db.close()?;
+    let info = cairn_engine::inspect(&path)?;
+    let catalogs: Vec<u64> = info
+        .slots
+        .iter()
+        .filter_map(|s| match s {
+            SlotInfo::Valid { catalog_page, .. } => Some(*catalog_page),
+            SlotInfo::Invalid => None,
+        })
+        .collect();
+    assert!(
+        catalogs.len() == 2 && catalogs[0] == catalogs[1],
+        "{info:?}"
+    );
+    damage(&path, catalogs[0], 4096)?;
+    let (got, lost, report) = salvaged(&path)?;
+    assert!(
+        matches!(
+            &lost[..],
+            [Lost {
+                table: None,
+                keys: LostKeys::Range { .. },
+                ..
+            }]
+        ),
+        "{lost:?}"
+    );
+    // Each table's entries, under a name of its own: alpha's and beta's (main had none).
+    let mut found: Vec<&BTreeMap<Vec<u8>, Vec<u8>>> = got.values().collect();
+    let mut want: Vec<&BTreeMap<Vec<u8>, Vec<u8>>> =
+        model.values().filter(|t| !t.is_empty()).collect();
+    found.sort();
+    want.sort();
+    assert!(found == want, "{:?}", got.keys().collect::<Vec<_>>());
+    assert!(got.keys().all(|n| n.starts_with("lost_and_found_")));
+    assert_eq!(
+        (report.lost_and_found, report.tables, report.entries),
+        (2, 2, 4_000)
+    );
+    Ok(())
+}
+
+/// Under a damaged branch, the pages that verify come back as tables of their own: with
+/// the rest of the table, every entry.
+#[test]
+fn the_subtrees_under_a_damaged_branch_come_back_unnamed() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("branch.cairn");
+    let model = build(&path)?;
+    let branches = pages_of(&path, "branch", "alpha")?;
+    let Some(&victim) = branches.first() else {
+        panic!("alpha has no branch");
+    };
+    damage(&path, victim, 4096)?;
+    let (got, lost, report) = salvaged(&path)?;
+    assert!(
+        lost.iter()
+            .all(|l| l.table.as_deref() == Some("alpha") && l.page == victim),
+        "{lost:?}"
+    );
+    let (found, tables) = lost_and_found(&got);
+    assert!(
+        tables > 1 && report.lost_and_found == tables as u64,
+        "{tables}"
+    );
+    let mut alpha = got.get("alpha").cloned().unwrap_or_default();
+    alpha.extend(found);
+    assert!(
+        model.get("alpha") == Some(&alpha),
+        "{} entries",
+        alpha.len()
+    );
+    assert_eq!(got.get("beta"), model.get("beta"));
+    assert_eq!(report.entries, 4_000);
+    Ok(())
+}
+
 #[test]
 fn a_file_this_process_writes_is_refused_under_any_of_its_names() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;

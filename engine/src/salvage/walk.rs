@@ -14,11 +14,16 @@ pub(super) struct Walk<'s> {
     snap: &'s Snapshot,
     /// Pages walked: a page met twice (only a crafted file has one) is not walked again,
     /// so that the walk takes at most one visit a page.
-    seen: HashSet<u64>,
+    pub seen: HashSet<u64>,
     pub tables: u64,
     pub entries: u64,
     pub lost: Vec<Lost>,
+    /// Tables of subtrees no walked page leads to ([`Walk::lost_and_found`]).
+    pub found: u64,
 }
+
+/// The name of a table of a subtree no walked page leads to, before its root's page number.
+pub(super) const LOST_AND_FOUND: &str = "lost_and_found_";
 
 /// The keys a subtree holds: from the first (inclusive) to the second (exclusive).
 type Bounds<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
@@ -31,6 +36,7 @@ impl<'s> Walk<'s> {
             tables: 0,
             entries: 0,
             lost: Vec::new(),
+            found: 0,
         }
     }
 
@@ -62,6 +68,19 @@ impl<'s> Walk<'s> {
             return Ok(());
         }
         self.tree(each, None, root, (None, None), 0)
+    }
+
+    /// A subtree no walked page leads to (`orphans.rs`), as a table of its own.
+    pub fn lost_and_found(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        root: ChildRef,
+    ) -> Result<()> {
+        let name = format!("{LOST_AND_FOUND}{}", root.page);
+        each(Salvaged::Table(&name))?;
+        self.tables += 1;
+        self.found += 1;
+        self.tree(each, Some(&name), root, (None, None), 0)
     }
 
     /// Walks the subtree at `r`, holding the keys in `bounds`: of table `table`, or of the
