@@ -13,7 +13,7 @@
 //! a checksum that holds. A root itself has no checksum to verify (its parent failed);
 //! everything under it is verified as in any walk.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::format::{ChildRef, checksum, decode_freelist, page_txid};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, verify};
@@ -39,7 +39,8 @@ pub(super) fn roots(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<ChildRef> {
             found.push(page);
         }
     }
-    let candidates: HashSet<u64> = found.iter().copied().collect();
+    // Each candidate's checksum, computed once however many branches point at it.
+    let mut sums: HashMap<u64, Option<u32>> = found.iter().map(|&page| (page, None)).collect();
     let mut children = HashSet::new();
     for &page in &found {
         let Ok(bytes) = snap.raw(page, p) else {
@@ -50,11 +51,14 @@ pub(super) fn roots(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<ChildRef> {
         };
         for i in 0..=b.keys() {
             let Ok(child) = b.child(i) else { continue };
-            let verifies = candidates.contains(&child.page)
-                && snap
-                    .raw(child.page, p)
-                    .is_ok_and(|c| verify(child.page, c, child.crc).is_ok());
-            if verifies {
+            let Some(sum) = sums.get_mut(&child.page) else {
+                continue;
+            };
+            let sum = *sum.get_or_insert_with(|| {
+                snap.raw(child.page, p)
+                    .map_or(0, |c| checksum(child.page, c))
+            });
+            if sum == child.crc {
                 children.insert(child.page);
             }
         }
