@@ -267,7 +267,11 @@ impl Builder {
             reader_slots: Default::default(),
             writer: Mutex::new(WriterSlot::new((!self.read_only).then(|| WriterState {
                 freelist: opened.freelist,
-                next_txid: slot.txid + 1,
+                // The commit that applies the log's records takes the last one's id: the
+                // records stay in the log until the next cycle overwrites them, and with
+                // the first one's id, the records after it would follow its slot and be
+                // applied again after a crash (a table they create "already exists").
+                next_txid: slot.txid + (log.len() as u64).max(1),
                 durable_txid: slot.txid,
                 durable_slot: opened.slot_index,
                 // The first commit after opening syncs and starts a new cycle of the log,
