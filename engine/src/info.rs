@@ -1,5 +1,5 @@
 //! What the header and the two commit slots of a file say, read without opening the
-//! database (no lock, no recovery): for `cairn info` and for diagnosing damaged files.
+//! database (no lock, nothing written): for `cairn info` and for diagnosing damaged files.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -47,9 +47,15 @@ pub struct FileInfo {
     pub page_size: u32,
     /// The two commit slots, in file order.
     pub slots: [SlotInfo; 2],
+    /// How many commits only the commit log holds after the commit a read-only opening
+    /// picks: its writer stopped before applying them (in a power cut, say); a writable
+    /// opening applies them to the file, a read-only one to a private copy. `None` when
+    /// no commit opens.
+    pub unapplied_commits: Option<u64>,
 }
 
-/// Reads the header and both slots of the file at `path`.
+/// Reads the header and both slots of the file at `path`, and how many commits only its
+/// commit log holds (as a read-only opening would: nothing is written).
 ///
 /// # Errors
 /// [`Error::NotADatabase`] or [`Error::Corruption`] for an unreadable header, and I/O errors.
@@ -87,10 +93,16 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
             };
         }
     }
+    // What a read-only opening finds (it reads, and writes nothing).
+    let storage = crate::storage::FileStorage::new(file)?;
+    let unapplied_commits = crate::recovery::open(&storage, false)
+        .ok()
+        .map(|opened| opened.log.len() as u64);
     Ok(FileInfo {
         len,
         format_version: header.version,
         page_size: header.page_size,
         slots,
+        unapplied_commits,
     })
 }

@@ -62,7 +62,8 @@ pub struct Lost {
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Salvaged<'a> {
-    /// A table; its entries follow.
+    /// A table; its entries follow. A tree no page that verifies leads to any more comes
+    /// as a table named `lost_and_found_<page>` (see [`SalvageReport::lost_and_found`]).
     Table(&'a str),
     /// An entry of the last table named.
     Entry(&'a [u8], &'a [u8]),

@@ -41,5 +41,15 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
             }
         }
     }
+    match info.unapplied_commits {
+        Some(0) => {}
+        Some(n) => println!(
+            "commit log      {n} commits not yet in the tree (its writer stopped before \
+             applying them): opening the file applies them, read-only in memory"
+        ),
+        None => println!(
+            "opening         fails: `cairn check` says why, `cairn recover` saves what it can"
+        ),
+    }
     Ok(())
 }

@@ -452,6 +452,12 @@ fn read_only_opening_applies_an_unapplied_log_in_memory() {
         std::fs::copy(&fixture, copy).unwrap_or_else(|e| panic!("{e}"));
     }
     let before = std::fs::read(&ro).unwrap_or_else(|e| panic!("{e}"));
+    let info = |p: &Path| text(&cairn(&["info", path(p)], b"").stdout);
+    assert!(
+        info(&ro).contains("\ncommit log      5 commits not yet in the tree"),
+        "{}",
+        info(&ro)
+    );
     let script = "USE seq; COUNT; SCAN REVERSE LIMIT 2; USE text; COUNT";
     let o = cairn(&["-readonly", path(&ro), "-c", script], b"");
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -461,6 +467,7 @@ fn read_only_opening_applies_an_unapplied_log_in_memory() {
     assert_eq!(text(&o.stdout).lines().count(), 4, "{}", text(&o.stdout));
     assert!(std::fs::read(&ro).unwrap_or_else(|e| panic!("{e}")) == before);
     assert!(std::fs::read(&rw).unwrap_or_else(|e| panic!("{e}")) != before);
+    assert!(!info(&rw).contains("commit log      "), "{}", info(&rw));
     // `.open --readonly` says what it did.
     let o = cairn(
         &[],
