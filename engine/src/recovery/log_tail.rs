@@ -91,6 +91,12 @@ pub(crate) fn log_tail(
     let mut out = Vec::new();
     let units = slot.log_pages * (p / unit);
     let (mut at, mut base, mut next) = (0u64, None, None);
+    // A commit that wrote its free set after its durable one was not logged, and no record
+    // follows it in that cycle (an unlogged commit leaves a gap until the next sync), or it
+    // applied the log's records on opening: only a new cycle after it can follow. (Builds
+    // before the thirty-ninth session gave the latter the first record's id, and a file a
+    // crash left then would otherwise have the records after it applied a second time.)
+    let cycle_closed = slot.records_freelist() && slot.durable_txid < slot.txid;
     while at < units {
         let offset = slot.log_page * p + at * unit;
         let head = window.from(at * unit, unit)?;
@@ -105,7 +111,7 @@ pub(crate) fn log_tail(
         let page = offset / p;
         let follows = decoded.as_ref().is_some_and(|r| match base {
             None => {
-                (r.base == slot.txid || r.base == slot.durable_txid)
+                (r.base == slot.txid || (r.base == slot.durable_txid && !cycle_closed))
                     && r.base.checked_add(1) == Some(r.txid)
             }
             Some(b) => r.base == b && Some(r.txid) == next,
@@ -362,6 +368,41 @@ mod tests {
         let s = log_of(&durable)?;
         damage(&s, 1)?;
         assert_eq!(tail_len(&s, 14, 10, true), Ok(0));
+        Ok(())
+    }
+
+    /// Records of the cycle its durable commit began follow a logged commit's slot, not the
+    /// slot of a commit that wrote its free set (an unlogged one, or one that applied them
+    /// on opening and took the first one's id, as builds before the thirty-ninth session
+    /// did: a crash then had them applied a second time).
+    #[test]
+    fn a_commit_that_wrote_its_free_set_ends_the_cycle_before_it() -> CairnResult<()> {
+        let records = [
+            (11, 10, 10, 9),
+            (12, 10, 11, 9),
+            (13, 10, 12, 9),
+            (14, 10, 13, 9),
+        ];
+        let s = log_of(&records)?;
+        let slot = |freelist_page| Slot {
+            txid: 11,
+            durable_txid: 10,
+            page_count: LOG_PAGE + 16,
+            log_page: LOG_PAGE,
+            log_pages: 16,
+            freelist_page,
+            ..Slot::default()
+        };
+        let logged = slot(Slot::FREELIST_IN_MEMORY);
+        assert_eq!(log_tail(&s, &logged, P as usize, false, Some(14))?.len(), 3);
+        let written = slot(0);
+        assert!(written.records_freelist());
+        assert_eq!(
+            log_tail(&s, &written, P as usize, false, Some(14))?.len(),
+            0
+        );
+        // Synced (its own durable commit): a cycle after it follows.
+        assert_eq!(tail_len(&s, 10, 10, true), Ok(4));
         Ok(())
     }
 
