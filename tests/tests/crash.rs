@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_engine::storage::MemoryStorage;
+use cairn_engine::storage::{FaultyStorage, MemoryStorage, Storage};
 use cairn_engine::{Database, Durability, Error, Savepoint};
 use cairn_tests::{on_faulty_store_with, open_image, scale, seed};
 use rand::rngs::SmallRng;
@@ -39,7 +39,7 @@ struct Tally {
     /// they replayed the same log (or, not replaying, a state never committed).
     read_only_wrong: usize,
     /// Second power cuts right after an opening that replayed (everything it wrote
-    /// synced), whose file did not open at the same state.
+    /// synced), or in the middle of it, whose file did not open at the same state.
     second_cut_wrong: usize,
 }
 
@@ -219,6 +219,16 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
             eprintln!("seed {seed}: a second cut after the replay: {second:?}");
             tally.second_cut_wrong += 1;
         }
+        // A power cut in the middle of that replay (after any of its first 60 writes and
+        // syncs): the next opening reaches the same state.
+        let during = cut_during_opening(&image, seed, rng.random_range(0..60)).and_then(|cut| {
+            let again = open_image(&cut, false)?;
+            Ok(contents(&again)? == contents(&db)?)
+        });
+        if !matches!(during, Ok(true)) {
+            eprintln!("seed {seed}: a cut during the replay: {during:?}");
+            tally.second_cut_wrong += 1;
+        }
     }
     let report = db.check()?;
     if !report.is_ok() {
@@ -269,6 +279,18 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The file a power cut leaves when it comes `ops` storage operations into an opening of
+/// `image` (which the opening may not survive: that is the point).
+fn cut_during_opening(image: &[u8], seed: u64, ops: u64) -> Result<Vec<u8>, Error> {
+    let faulty = FaultyStorage::new(seed)?;
+    faulty.resize(image.len() as u64)?;
+    faulty.write(0, image)?;
+    faulty.sync()?;
+    faulty.die_after(faulty.operations() + ops);
+    drop(Database::builder().with_storage(faulty.clone(), false, None));
+    Ok(faulty.power_cut())
 }
 
 #[test]

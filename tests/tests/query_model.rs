@@ -428,8 +428,11 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
          a read transaction, {bound_changes} parameters bound or unbound, {unbound_failures} \
          statements failed on an unbound one, {rolled_back_to} rollbacks to a savepoint"
     );
+    // (About as many statements fail as succeed, by design: savepoints named when none
+    // is open, keys over the limit, unbound parameters, COMMIT outside a transaction. The
+    // ratio ran 0.95–1.31 over twelve seeds; `succeeded > failed` failed one in twelve.)
     assert!(
-        succeeded > failed
+        succeeded * 4 > failed * 3
             && rows_seen > 500
             && range_deleted > 0
             && unseen_writes > 10
