@@ -48,6 +48,9 @@ pub struct Builder {
     /// Opening a private copy (`private_copy.rs`): the free pages of the file are not
     /// reused.
     withhold_free: bool,
+    /// How many times a read-only opening found the file's slots changed under it while
+    /// making a private copy (`private_copy.rs`), and began again.
+    copy_retries: u8,
 }
 
 /// The memory a write transaction's changed tree pages may take, unless the builder says
@@ -70,6 +73,7 @@ impl Default for Builder {
             eventual_sync: None,
             txn_memory: DEFAULT_TXN_MEMORY,
             withhold_free: false,
+            copy_retries: 0,
         }
     }
 }

@@ -22,6 +22,9 @@ use crate::recovery;
 use crate::storage::{MemoryStorage, Storage};
 use crate::writer_slot::WriterSlot;
 
+/// How many times an opening begins again when a writer changes the slots under it.
+const MAX_RETRIES: u8 = 8;
+
 /// Address space reserved for the replay's new pages beyond twice the file and eight times
 /// its log (the replay copies each page at most once and adds what the records hold).
 const SPARE_RESERVATION: u64 = 64 << 20;
@@ -45,10 +48,19 @@ pub(super) fn open(
     if let Some(file) = &lock_file {
         crate::lock::pin(file, oldest)?;
         // A writer that began before the pin may have gone past both commits: open again,
-        // as the file is now (the log applied, or a writer alive to follow).
+        // as the file is now (the log applied, or a writer alive to follow), a few times.
         if intact_slots(storage.as_ref(), page_size)? != slots {
             crate::lock::unpin(file, oldest)?;
-            return builder.build(storage, false, path, lock_file, None);
+            if builder.copy_retries >= MAX_RETRIES {
+                return Err(Error::Io(std::io::Error::other(
+                    "the file's commits kept changing while it was opened read-only",
+                )));
+            }
+            let again = Builder {
+                copy_retries: builder.copy_retries + 1,
+                ..builder
+            };
+            return again.build(storage, false, path, lock_file, None);
         }
     }
     let copy = private_copy(storage.as_ref(), lock_file.as_ref(), &slots, page_size)?;
