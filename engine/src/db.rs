@@ -239,10 +239,15 @@ impl Builder {
             counters: counters.clone(),
         });
         let mut opened = recovery::open(storage.as_ref(), !self.read_only)?;
-        if self.withhold_free {
-            opened.freelist.withhold(opened.snapshot.slot.txid + 1);
-        }
         let log = std::mem::take(&mut opened.log);
+        // The commit that applies the log's records takes the last one's id: the records
+        // stay in the log until the next cycle overwrites them, and with the first one's
+        // id, the records after it would follow its slot and be applied again after a crash
+        // (a table they create "already exists").
+        let next_txid = opened.snapshot.slot.txid + (log.len() as u64).max(1);
+        if self.withhold_free {
+            opened.freelist.withhold(next_txid);
+        }
         // Read-only, the log is applied to a private copy; while a writer process holds the
         // file, its slots are current (it writes a commit's slot before its record) and the
         // log is its business.
@@ -271,11 +276,7 @@ impl Builder {
             reader_slots: Default::default(),
             writer: Mutex::new(WriterSlot::new((!self.read_only).then(|| WriterState {
                 freelist: opened.freelist,
-                // The commit that applies the log's records takes the last one's id: the
-                // records stay in the log until the next cycle overwrites them, and with
-                // the first one's id, the records after it would follow its slot and be
-                // applied again after a crash (a table they create "already exists").
-                next_txid: slot.txid + (log.len() as u64).max(1),
+                next_txid,
                 durable_txid: slot.txid,
                 durable_slot: opened.slot_index,
                 // The first commit after opening syncs and starts a new cycle of the log,
