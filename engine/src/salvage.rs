@@ -63,7 +63,7 @@ pub struct Lost {
 #[non_exhaustive]
 pub enum Salvaged<'a> {
     /// A table; its entries follow. A tree no page that verifies leads to any more comes
-    /// as a table named `lost_and_found_<page>` (see [`SalvageReport::lost_and_found`]).
+    /// under the name an older catalog gives it, else `lost_and_found_<page>` (see [`SalvageReport::lost_and_found`]).
     Table(&'a str),
     /// An entry of the last table named.
     Entry(&'a [u8], &'a [u8]),
@@ -107,9 +107,11 @@ pub struct SalvageReport {
     /// Tables handed over from the tree (not counting those the log creates), those of
     /// `lost_and_found` included.
     pub tables: u64,
-    /// Tables named `lost_and_found_<page>`: subtrees whose pages verify but which no page
-    /// that verifies leads to (under a damaged catalog or branch), found among the pages
-    /// neither the tree nor the free set accounts for. Their entries count in `entries`.
+    /// Tables of subtrees whose pages verify but which no page that verifies leads to
+    /// (under a damaged catalog or branch), found among the pages neither the tree nor the
+    /// free set accounts for: named as an older version of the catalog in a free page names
+    /// their root (that very page, with that checksum), else `lost_and_found_<page>`. Their
+    /// entries count in `entries`.
     pub lost_and_found: u64,
     /// Entries handed over from the tree (not counting the log's changes).
     pub entries: u64,
@@ -225,9 +227,9 @@ pub fn salvage_storage(
         .iter()
         .any(|l| matches!(l.keys, LostKeys::Range { .. }))
     {
-        for root in orphans::roots(&snapshot, &walk.seen) {
-            if !walk.seen.contains(&root.page) {
-                walk.lost_and_found(each, root)?;
+        for orphan in orphans::orphans(&snapshot, &walk.seen) {
+            if !walk.seen.contains(&orphan.root.page) {
+                walk.lost_and_found(each, orphan.root, orphan.name)?;
             }
         }
     }

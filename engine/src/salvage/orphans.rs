@@ -12,19 +12,33 @@
 //! earlier one; the subtrees' roots are those that no other found branch points at with
 //! a checksum that holds. A root itself has no checksum to verify (its parent failed);
 //! everything under it is verified as in any walk.
+//!
+//! A root gets its table's name back when an older version of the catalog, still in a
+//! free page, names it: an entry whose root reference is that page with that very
+//! checksum (the page's bytes, its writer's id among them, are those the entry named).
+//! A table the last commits left alone is found that way; others stay unnamed.
 
 use std::collections::{HashMap, HashSet};
 
-use crate::format::{ChildRef, checksum, decode_freelist, page_txid};
+use crate::format::{ChildRef, TableMeta, ValueRef, checksum, decode_freelist, page_txid};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, verify};
 
-/// The roots of the subtrees no walked page leads to, in page order; `seen` holds the
-/// tree pages the walk visited (those that failed too). Empty when the snapshot's free set
-/// is not recorded or does not verify.
-pub(super) fn roots(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<ChildRef> {
-    let Some(mut accounted) = free_and_log_pages(snap) else {
+/// A subtree no walked page leads to: its root, and the name an older catalog gives it.
+pub(super) struct Orphan {
+    pub root: ChildRef,
+    pub name: Option<String>,
+}
+
+/// The subtrees no walked page leads to, in page order; `seen` holds the tree pages the
+/// walk visited (those that failed too). Empty when the snapshot's free set is not
+/// recorded or does not verify.
+pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
+    let Some(free) = free_pages(snap) else {
         return Vec::new();
     };
+    let s = snap.slot;
+    let mut accounted: HashSet<u64> = free.iter().copied().collect();
+    accounted.extend(s.log_page..s.log_page.saturating_add(s.log_pages));
     accounted.extend(seen.iter().copied());
     let p = snap.page_size;
     let mut found = Vec::new();
@@ -63,29 +77,31 @@ pub(super) fn roots(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<ChildRef> {
             }
         }
     }
+    let names = older_names(snap, &free);
     found
         .into_iter()
         .filter(|page| !children.contains(page))
         .filter_map(|page| {
             let bytes = snap.raw(page, p).ok()?;
-            Some(ChildRef {
+            let root = ChildRef {
                 page,
                 crc: checksum(page, bytes),
-            })
+            };
+            let name = names.get(&(root.page, root.crc)).cloned();
+            Some(Orphan { root, name })
         })
         .collect()
 }
 
-/// The pages the snapshot's free set (and its own pages) and commit log take, if the free
-/// set is recorded and verifies.
-fn free_and_log_pages(snap: &Snapshot) -> Option<HashSet<u64>> {
+/// The pages of the snapshot's free set and its own pages, in page order, if the free set
+/// is recorded and verifies.
+fn free_pages(snap: &Snapshot) -> Option<Vec<u64>> {
     let s = snap.slot;
     if !s.records_freelist() {
         return None;
     }
-    let mut pages = HashSet::new();
+    let mut pages = Vec::new();
     let p = snap.page_size as u64;
-    pages.extend(s.log_page..s.log_page.saturating_add(s.log_pages));
     if s.freelist_page != 0 {
         let len = usize::try_from(s.freelist_len).ok()?;
         let bytes = snap.raw(s.freelist_page, len).ok()?;
@@ -96,4 +112,39 @@ fn free_and_log_pages(snap: &Snapshot) -> Option<HashSet<u64>> {
         }
     }
     Some(pages)
+}
+
+/// The names older versions of the catalog in the `free` pages give roots: a leaf whose
+/// every entry holds a table's record, each root reference `(page, checksum)` to the name.
+/// (A name two versions give different roots is kept for each.)
+fn older_names(snap: &Snapshot, free: &[u64]) -> HashMap<(u64, u32), String> {
+    let mut names = HashMap::new();
+    for &page in free {
+        let Ok(bytes) = snap.raw(page, snap.page_size) else {
+            continue;
+        };
+        let Ok(TreePage::Leaf(leaf)) = TreePage::parse(bytes, page) else {
+            continue;
+        };
+        let mut entries = Vec::new();
+        for i in 0..leaf.len() {
+            let meta = match leaf.entry(i) {
+                Ok((name, ValueRef::Inline(v))) => TableMeta::decode(v).map(|m| (name, m)),
+                _ => None,
+            };
+            match meta {
+                Some(entry) => entries.push(entry),
+                None => {
+                    entries.clear();
+                    break;
+                }
+            }
+        }
+        for (name, meta) in entries {
+            if let (Some(root), Ok(name)) = (meta.root, std::str::from_utf8(name)) {
+                names.insert((root.page, root.crc), name.to_owned());
+            }
+        }
+    }
+    names
 }

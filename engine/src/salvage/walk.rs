@@ -20,6 +20,8 @@ pub(super) struct Walk<'s> {
     pub lost: Vec<Lost>,
     /// Tables of subtrees no walked page leads to ([`Walk::lost_and_found`]).
     pub found: u64,
+    /// The names of the tables handed over.
+    names: HashSet<String>,
 }
 
 /// The name of a table of a subtree no walked page leads to, before its root's page number.
@@ -37,6 +39,7 @@ impl<'s> Walk<'s> {
             entries: 0,
             lost: Vec::new(),
             found: 0,
+            names: HashSet::new(),
         }
     }
 
@@ -70,13 +73,18 @@ impl<'s> Walk<'s> {
         self.tree(each, None, root, (None, None), 0)
     }
 
-    /// A subtree no walked page leads to (`orphans.rs`), as a table of its own.
+    /// A subtree no walked page leads to (`orphans.rs`), as a table of its own: under the
+    /// name an older catalog gives it, unless a table of that name was handed over.
     pub fn lost_and_found(
         &mut self,
         each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
         root: ChildRef,
+        name: Option<String>,
     ) -> Result<()> {
-        let name = format!("{LOST_AND_FOUND}{}", root.page);
+        let name = match name {
+            Some(n) if self.names.insert(n.clone()) => n,
+            _ => format!("{LOST_AND_FOUND}{}", root.page),
+        };
         each(Salvaged::Table(&name))?;
         self.tables += 1;
         self.found += 1;
@@ -209,6 +217,7 @@ impl<'s> Walk<'s> {
         };
         each(Salvaged::Table(&name))?;
         self.tables += 1;
+        self.names.insert(name.clone());
         match meta.root {
             Some(root) => self.tree(each, Some(&name), root, (None, None), 0),
             None => Ok(()),
