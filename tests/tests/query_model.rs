@@ -324,7 +324,7 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
     let (mut succeeded, mut failed, mut rows_seen, mut range_deleted) = (0, 0, 0, 0);
     let (mut unseen_writes, mut bound_changes, mut unbound_failures) = (0, 0, 0);
     let mut rolled_back_to = 0;
-    for step in 0..scale("CAIRN_QUERY_OPS", 3000) {
+    for step in 0..scale("CAIRN_QUERY_OPS", 5000) {
         if rng.random_range(0..200) == 0 {
             let in_txn = model.in_txn();
             model.working = None;
