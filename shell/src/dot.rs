@@ -295,10 +295,11 @@ fn show(shell: &mut Shell) -> Result<String, String> {
     } else {
         "none: each statement commits".to_owned()
     };
-    let access = if session.database().is_read_only() {
-        " (read-only)"
-    } else {
-        ""
+    let db = session.database();
+    let access = match (db.is_read_only(), db.is_private_copy()) {
+        (true, true) => " (read-only; the commits only its log held applied in memory)",
+        (true, false) => " (read-only)",
+        _ => "",
     };
     let rows = [
         ("bail", on(s.bail).to_owned()),

@@ -469,12 +469,17 @@ fn read_only_opening_applies_an_unapplied_log_in_memory() {
     assert!(std::fs::read(&ro).unwrap_or_else(|e| panic!("{e}")) == before);
     assert!(std::fs::read(&rw).unwrap_or_else(|e| panic!("{e}")) != before);
     assert!(!info(&rw).contains("commit log      "), "{}", info(&rw));
-    // `.open --readonly` says what it did.
+    // `.open --readonly` says what it did, and `.show` too.
     let o = cairn(
         &[],
-        format!(".open --readonly {}\nUSE seq\nCOUNT\n", path(&ro)).as_bytes(),
+        format!(".open --readonly {}\nUSE seq\nCOUNT\n.show\n", path(&ro)).as_bytes(),
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("(read-only; the commits only its log held applied in memory)"),
+        "{}",
+        text(&o.stdout)
+    );
     assert!(
         text(&o.stderr).contains("they are applied in memory, the file is unchanged"),
         "{}",
