@@ -827,8 +827,10 @@ impl Database {
         {
             self.inner.with_writer(ws, |ws| self.inner.sync_with(ws))?;
         }
-        let snapshot = self.inner.state().latest.clone();
-        Ok(crate::check::check(&snapshot))
+        // (Read in a registered read transaction: a writer, in this process or another,
+        // reuses the pages of a snapshot nothing pins.)
+        let txn = self.begin_read()?;
+        Ok(crate::check::check(&txn.snapshot))
     }
 
     /// Statistics of the newest commit: depth, pages by kind, fill factor, free pages.
@@ -836,12 +838,15 @@ impl Database {
     /// # Errors
     /// A corruption error when a page cannot be read.
     pub fn stats(&self) -> Result<Stats> {
-        let (snapshot, oldest) = {
+        let oldest = {
             let state = self.inner.state();
-            let oldest = self.inner.oldest_reader(&state);
-            (state.latest.clone(), oldest)
+            self.inner.oldest_reader(&state)
         };
-        let mut stats = crate::stats::stats(&snapshot, self.inner.storage.len())?;
+        // (Read in a registered read transaction, as `check` is; taken after the oldest
+        // reader was asked for, so as not to count itself.)
+        let txn = self.begin_read()?;
+        let snapshot = &txn.snapshot;
+        let mut stats = crate::stats::stats(snapshot, self.inner.storage.len())?;
         // A reader in another process pins its snapshot without saying since when.
         let remote = match (self.inner.read_only, self.inner.lock_file.as_ref()) {
             (false, Some(file)) => crate::lock::oldest_pinned(file, snapshot.txid())

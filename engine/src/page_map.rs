@@ -133,7 +133,10 @@ impl Database {
     /// # Errors
     /// Corruption found on the way.
     pub fn pages(&self) -> Result<Vec<PageInfo>> {
-        let snap = self.inner.state().latest.clone();
+        // (A registered read transaction's snapshot: a writer reuses the pages of one that
+        // nothing pins.)
+        let txn = self.begin_read()?;
+        let snap = txn.snapshot.clone();
         let count = usize::try_from(snap.slot.page_count)
             .map_err(|_| Error::corrupt(0, "page count out of range"))?;
         let mut w = Walk {
@@ -193,7 +196,8 @@ impl Database {
     /// A page past the end of the file or in the header; a tree page whose entries are out
     /// of bounds.
     pub fn page(&self, n: u64) -> Result<PageDump> {
-        let snap = self.inner.state().latest.clone();
+        let txn = self.begin_read()?;
+        let snap = txn.snapshot.clone();
         if n < FIRST_DATA_PAGE || n >= snap.slot.page_count {
             return Err(Error::NoSuchPage {
                 page: n,
