@@ -260,6 +260,11 @@ impl Builder {
         }
         let slot = opened.snapshot.slot;
         let page_size = opened.snapshot.page_size;
+        let file_backed = if self.read_only && lock_file.is_some() {
+            u64::MAX
+        } else {
+            0
+        };
         let inner = Inner {
             storage,
             path,
@@ -268,6 +273,7 @@ impl Builder {
             lock_file,
             private_copy: false,
             pin: None,
+            file_backed,
             durability: self.durability,
             state: Mutex::new(State {
                 latest: Arc::new(opened.snapshot),
@@ -467,6 +473,11 @@ pub(crate) struct Inner {
     /// For a private copy of a file: the file, whose byte-range lock pins the commits the
     /// copy reads, for as long as the copy is open.
     pub pin: Option<std::fs::File>,
+    /// How many bytes at the start of the storage show the file through a map that a
+    /// writer in another process may cut short (a read-only handle's: all of it; a private
+    /// copy's: the part it maps). A page there that no snapshot pins is read with `pread`
+    /// (`Database::page`): touching a page cut off the file through the map would fault.
+    pub file_backed: u64,
     pub durability: Durability,
     pub state: Mutex<State>,
     /// Where this process's read transactions register without the state lock.

@@ -204,7 +204,29 @@ impl Database {
                 pages: snap.slot.page_count,
             });
         }
-        let bytes = snap.raw(n, snap.page_size)?;
+        let read;
+        let bytes = match self.inner.lock_file.as_ref().or(self.inner.pin.as_ref()) {
+            // Read, not mapped: a page no snapshot pins (a free one) may have been cut off
+            // the file by a writer in another process, and touching it through the map
+            // would fault.
+            Some(file) if n.saturating_mul(snap.page_size as u64) < self.inner.file_backed => {
+                use std::os::unix::fs::FileExt;
+                let mut buf = vec![0u8; snap.page_size];
+                if file
+                    .read_exact_at(&mut buf, n * snap.page_size as u64)
+                    .is_err()
+                {
+                    let len = file.metadata()?.len();
+                    return Err(Error::NoSuchPage {
+                        page: n,
+                        pages: len / snap.page_size as u64,
+                    });
+                }
+                read = buf;
+                &read[..]
+            }
+            _ => snap.raw(n, snap.page_size)?,
+        };
         let kind = page_kind(bytes);
         let mut entries = Vec::new();
         match kind {

@@ -178,6 +178,48 @@ fn a_version_3_log_is_replayed_in_its_512_byte_units() -> Result<(), Error> {
     Ok(())
 }
 
+/// A private copy's `page(n)` of a page its commit has free, which a writer in another
+/// process cut off the file since (here the file is cut by hand): an error, not a fault
+/// through the map (the page is read with `pread`).
+#[test]
+fn a_private_copys_free_page_cut_off_the_file_is_an_error() -> Result<(), Error> {
+    let (_dir, path) = fixture_named("version3-unapplied.cairn")?;
+    let copy = Database::builder().read_only(true).open(&path)?;
+    assert!(copy.is_private_copy());
+    let p = copy.page_size() as u64;
+    // The highest free page the two commits have in common (the part the copy maps).
+    let shared = cairn_engine::inspect(&path)?
+        .slots
+        .iter()
+        .filter_map(|s| match s {
+            cairn_engine::SlotInfo::Valid { page_count, .. } => Some(*page_count),
+            cairn_engine::SlotInfo::Invalid => None,
+        })
+        .min()
+        .unwrap_or(0);
+    let free = copy
+        .pages()?
+        .into_iter()
+        .filter(|i| i.kind == "free" && i.page < shared)
+        .map(|i| i.page)
+        .max();
+    let Some(free) = free else {
+        panic!("the fixture has no free page below page {shared}");
+    };
+    assert!(copy.page(free).is_ok());
+    // Cut at a 4 KiB boundary, so that the whole system page holding it is past the end
+    // (read through the map, it would fault).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)?
+        .set_len((free * p) & !4095)?;
+    assert!(
+        matches!(copy.page(free), Err(Error::NoSuchPage { page, .. }) if page == free),
+        "page {free}"
+    );
+    Ok(())
+}
+
 #[test]
 fn a_version_3_file_opened_for_writing_is_marked_5_and_changed_pages_get_heads() -> Result<(), Error>
 {

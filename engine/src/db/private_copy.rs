@@ -63,7 +63,8 @@ pub(super) fn open(
             return again.build(storage, false, path, lock_file, None);
         }
     }
-    let copy = private_copy(storage.as_ref(), lock_file.as_ref(), &slots, page_size)?;
+    let (copy, file_backed) =
+        private_copy(storage.as_ref(), lock_file.as_ref(), &slots, page_size)?;
     let writable = Builder {
         read_only: false,
         durability: Durability::Immediate,
@@ -80,6 +81,7 @@ pub(super) fn open(
     inner.read_only = true;
     inner.writer = Mutex::new(WriterSlot::new(None));
     inner.private_copy = true;
+    inner.file_backed = if lock_file.is_some() { file_backed } else { 0 };
     inner.pin = lock_file;
     Ok(db)
 }
@@ -91,13 +93,14 @@ fn intact_slots(storage: &dyn Storage, page_size: usize) -> Result<Vec<Slot>> {
 }
 
 /// A copy of `storage` whose writes stay in memory: for a file, a private map of the pages
-/// both commits have (the pins keep them in the file) and a copy of those one of them has.
+/// both commits have (the pins keep them in the file) and a copy of those one of them has;
+/// and how many bytes at its start show the file (the map, at most).
 fn private_copy(
     storage: &dyn Storage,
     file: Option<&File>,
     slots: &[Slot],
     page_size: usize,
-) -> Result<Arc<dyn Storage>> {
+) -> Result<(Arc<dyn Storage>, u64)> {
     let p = page_size as u64;
     let len = storage.len();
     let pages = |f: fn(u64, u64) -> u64| {
@@ -117,9 +120,8 @@ fn private_copy(
         .saturating_add(SPARE_RESERVATION);
     #[cfg(target_os = "linux")]
     if let Some(file) = file {
-        return Ok(Arc::new(MemoryStorage::private_copy(
-            file, shared, used, len, capacity,
-        )?));
+        let copy = MemoryStorage::private_copy(file, shared, used, len, capacity)?;
+        return Ok((Arc::new(copy), shared));
     }
     let _ = (file, shared, capacity);
     // Not a file (or no private maps here): a whole copy in memory.
@@ -127,5 +129,5 @@ fn private_copy(
     storage.read(0, &mut bytes)?;
     let copy = MemoryStorage::from_bytes(&bytes)?;
     copy.resize(len)?;
-    Ok(Arc::new(copy))
+    Ok((Arc::new(copy), 0))
 }
