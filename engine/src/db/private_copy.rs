@@ -113,7 +113,12 @@ fn private_copy(
             .min(len)
     };
     let (shared, used) = (pages(u64::min), pages(u64::max));
-    let log = slots.iter().map(|s| s.log_pages).max().unwrap_or(0) * p;
+    let log = slots
+        .iter()
+        .map(|s| s.log_pages)
+        .max()
+        .unwrap_or(0)
+        .saturating_mul(p);
     let capacity = len
         .saturating_mul(2)
         .saturating_add(log.saturating_mul(8))
