@@ -18,6 +18,7 @@ use crate::write_txn::WriteTxn;
 use crate::writer_slot::WriterSlot;
 use crate::{CheckReport, Stats};
 
+pub(crate) mod opening_pin;
 mod private_copy;
 
 /// When a commit is on stable storage.
@@ -238,7 +239,17 @@ impl Builder {
             inner: storage,
             counters: counters.clone(),
         });
-        let mut opened = recovery::open(storage.as_ref(), !self.read_only)?;
+        // Read-only beside a writer in another process, the commit recovery verifies is
+        // pinned while it does.
+        let pinned = match (&lock_file, self.read_only) {
+            (Some(file), true) => opening_pin::pin_newest(storage.as_ref(), file),
+            _ => None,
+        };
+        let opened = recovery::open(storage.as_ref(), !self.read_only);
+        if let (Some(txid), Some(file)) = (pinned, &lock_file) {
+            opening_pin::unpin(file, txid);
+        }
+        let mut opened = opened?;
         let log = std::mem::take(&mut opened.log);
         // The commit that applies the log's records takes the last one's id: the records
         // stay in the log until the next cycle overwrites them, and with the first one's

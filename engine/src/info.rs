@@ -93,11 +93,17 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
             };
         }
     }
-    // What a read-only opening finds (it reads, and writes nothing).
+    // What a read-only opening finds (it reads, and writes nothing), pinning the commit it
+    // verifies against a writer beside it as the opening does.
+    let pin_file = file.try_clone()?;
     let storage = crate::storage::FileStorage::new(file)?;
+    let pinned = crate::db::opening_pin::pin_newest(&storage, &pin_file);
     let unapplied_commits = crate::recovery::open(&storage, false)
         .ok()
         .map(|opened| opened.log.len() as u64);
+    if let Some(txid) = pinned {
+        crate::db::opening_pin::unpin(&pin_file, txid);
+    }
     Ok(FileInfo {
         len,
         format_version: header.version,
