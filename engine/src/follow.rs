@@ -37,7 +37,8 @@ impl Inner {
         self.storage.refresh()?;
         let len = self.storage.len();
         let fits = |s: &Slot| {
-            s.page_count >= FIRST_DATA_PAGE
+            s.txid_in_range()
+                && s.page_count >= FIRST_DATA_PAGE
                 && s.page_count.saturating_mul(self.page_size as u64) <= len
         };
         Ok(self
@@ -76,11 +77,13 @@ impl Inner {
                 }
                 snapshot
             };
-            // Any newer commit counts here, even one the file is not yet long enough for.
+            // Any newer commit counts here, even one the file is not yet long enough for
+            // (but not a damaged id: no writer writes one).
             let again = self
                 .read_slots()?
                 .into_iter()
                 .flatten()
+                .filter(Slot::txid_in_range)
                 .map(|s| s.txid)
                 .max();
             let again = again.unwrap_or(0);

@@ -35,6 +35,9 @@ const WRITER_BYTE: i64 = 1 << 62;
 /// `READERS + txid`.
 const READERS: i64 = 1 << 61;
 
+// Every commit id a file may hold, and twice that, pins a byte below the writer's.
+const _: () = assert!(READERS as u64 + 2 * crate::format::Slot::TXID_LIMIT <= WRITER_BYTE as u64);
+
 fn range(kind: libc::c_int, start: i64, len: i64) -> libc::flock {
     libc::flock {
         l_type: kind as libc::c_short,
@@ -45,7 +48,8 @@ fn range(kind: libc::c_int, start: i64, len: i64) -> libc::flock {
     }
 }
 
-/// The reader byte of snapshot `txid` (ids past 2^61 share the last byte: conservative).
+/// The reader byte of snapshot `txid` (ids stay below [`crate::format::Slot::TXID_LIMIT`];
+/// past `i64::MAX` they would share the last byte).
 fn reader_byte(txid: u64) -> i64 {
     READERS.saturating_add(i64::try_from(txid).unwrap_or(i64::MAX))
 }

@@ -276,10 +276,13 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
 
 /// Checks where `slot` says the commit log is: none (0 pages), or a run of at most 64 MiB
 /// inside the file, past the header pages and apart from the freelist run. Also refuses
-/// the largest txid, so that the next one is always `txid + 1`.
+/// a txid at or past [`Slot::TXID_LIMIT`], so that every later one can be pinned.
 pub(crate) fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
-    if slot.txid == u64::MAX {
-        return Err(Error::corrupt(0, "commit id out of range"));
+    if !slot.txid_in_range() {
+        return Err(Error::corrupt(
+            0,
+            format!("commit id {} out of range (ids stay below 2^60)", slot.txid),
+        ));
     }
     let bad = |what: &str| {
         Err(Error::corrupt(

@@ -630,7 +630,7 @@ fn a_slot_naming_an_impossible_log_is_refused() -> Result<(), Error> {
         ..
     } = slot;
     // Each damage to both slots, their checksums made to match again.
-    let cases: [(&str, u64, u64, &str); 4] = [
+    let cases: [(&str, u64, u64, &str); 5] = [
         ("log at page 0", 56, 0, "at page 0"),
         (
             "log over the freelist",
@@ -640,6 +640,7 @@ fn a_slot_naming_an_impossible_log_is_refused() -> Result<(), Error> {
         ),
         ("log past the file", 64, 1 << 40, "outside the file"),
         ("the largest txid", 0, u64::MAX, "out of range"),
+        ("a txid past 2^60", 0, 1 << 60, "out of range"),
     ];
     for (what, field, value, reason) in cases {
         let mut b = image.clone();

@@ -29,7 +29,11 @@ pub(crate) fn pin_newest(storage: &dyn Storage, file: &File) -> Option<u64> {
     let page_size = recovery::read_header(storage).ok()?.page_size as usize;
     let newest = || -> Option<u64> {
         let (slots, _) = recovery::read_slots(storage, page_size).ok()?;
-        slots.iter().map(|(s, _)| s.txid).max()
+        slots
+            .iter()
+            .filter(|(s, _)| s.txid_in_range())
+            .map(|(s, _)| s.txid)
+            .max()
     };
     for _ in 0..MAX_TRIES {
         let txid = newest()?;

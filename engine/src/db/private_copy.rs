@@ -89,7 +89,12 @@ pub(super) fn open(
 /// The commit slots that verify, in slot order.
 fn intact_slots(storage: &dyn Storage, page_size: usize) -> Result<Vec<Slot>> {
     let (slots, _) = recovery::read_slots(storage, page_size)?;
-    Ok(slots.into_iter().map(|(s, _)| s).collect())
+    // (A slot with an id past the range is damage recovery refused: nothing to pin.)
+    Ok(slots
+        .into_iter()
+        .map(|(s, _)| s)
+        .filter(Slot::txid_in_range)
+        .collect())
 }
 
 /// A copy of `storage` whose writes stay in memory: for a file, a private map of the pages

@@ -49,6 +49,17 @@ impl Slot {
     /// not know the mark finds the freelist outside the file and does the same.
     pub const FREELIST_IN_MEMORY: u64 = u64::MAX;
 
+    /// Commit ids stay below 2^60 (at a million commits a second, 36,000 years): the
+    /// locks that pin snapshots for other processes sit at `2^61 + txid`, below the
+    /// writer's byte at 2^62, for every id up to twice this (docs/design.md#readers-in-
+    /// other-processes). A slot naming one at or past it is damage.
+    pub const TXID_LIMIT: u64 = 1 << 60;
+
+    /// Whether the commit's id is one a file may hold ([`Slot::TXID_LIMIT`]).
+    pub fn txid_in_range(&self) -> bool {
+        self.txid < Self::TXID_LIMIT
+    }
+
     /// Whether the slot names its freelist (or has none to name).
     pub fn records_freelist(&self) -> bool {
         self.freelist_page != Self::FREELIST_IN_MEMORY
