@@ -85,6 +85,14 @@ impl WriteTxn {
         let p = page_size as u64;
         let txid = self.txid;
         let mut ws = original.clone();
+        if txid >= Slot::TXID_LIMIT {
+            // Only a file whose slot a crafter set just below the limit gets here: a commit
+            // past it would be refused as damage at the next opening, and lost.
+            return Err(Error::corrupt(
+                0,
+                format!("commit id {txid} out of range (ids stay below 2^60)"),
+            ));
+        }
 
         if !self.has_changes() {
             // Nothing to write: the free set is as the transaction found it, and the sync

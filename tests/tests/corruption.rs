@@ -394,3 +394,29 @@ fn a_slot_naming_a_commit_id_past_the_range_is_damage_the_older_slot_serves() ->
     }
     Ok(())
 }
+
+#[test]
+fn a_commit_past_the_id_range_is_refused_not_lost() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("last.cairn");
+    build(&path, 4096)?;
+    let last = (1u64 << 60) - 1;
+    set_newest_txid(&path, last)?;
+    let db = Database::open(&path)?;
+    assert_eq!(db.begin_read()?.txid(), last, "the last id in range opens");
+    let mut w = db.begin_write()?;
+    w.create_table("next")?;
+    match w.commit() {
+        Err(Error::Corruption { reason, .. }) => assert!(reason.contains("out of range")),
+        other => panic!("a commit past the range: {other:?}"),
+    }
+    drop(db);
+    let db = Database::open(&path)?;
+    assert_eq!(
+        db.begin_read()?.txid(),
+        last,
+        "the file is at its last commit"
+    );
+    assert!(db.check()?.is_ok());
+    Ok(())
+}
