@@ -63,7 +63,8 @@ pub struct Lost {
 #[non_exhaustive]
 pub enum Salvaged<'a> {
     /// A table; its entries follow. A tree no page that verifies leads to any more comes
-    /// under the name an older catalog gives it, else `lost_and_found_<page>` (see [`SalvageReport::lost_and_found`]).
+    /// under the name a part of the catalog found with it or an older catalog gives it,
+    /// else `lost_and_found_<page>` (see [`SalvageReport::lost_and_found`]).
     Table(&'a str),
     /// An entry of the last table named.
     Entry(&'a [u8], &'a [u8]),
@@ -109,9 +110,10 @@ pub struct SalvageReport {
     pub tables: u64,
     /// Tables of subtrees whose pages verify but which no page that verifies leads to
     /// (under a damaged catalog or branch), found among the pages neither the tree nor the
-    /// free set accounts for: named as an older version of the catalog in a free page names
-    /// their root (that very page, with that checksum), else `lost_and_found_<page>`. Their
-    /// entries count in `entries`.
+    /// free set accounts for: named as a part of the catalog found among them names their
+    /// root (under a damaged catalog branch), or as an older version of the catalog in a
+    /// free page does (that very page, with that checksum), else `lost_and_found_<page>`.
+    /// Their entries count in `entries`.
     pub lost_and_found: u64,
     /// Entries handed over from the tree (not counting the log's changes).
     pub entries: u64,
@@ -227,7 +229,17 @@ pub fn salvage_storage(
         .iter()
         .any(|l| matches!(l.keys, LostKeys::Range { .. }))
     {
-        for orphan in orphans::orphans(&snapshot, &walk.seen) {
+        // Parts of the catalog first: the tables they name are orphans too, and come
+        // back under their names when walked from there.
+        let (catalog, tables): (Vec<_>, Vec<_>) = orphans::orphans(&snapshot, &walk.seen)
+            .into_iter()
+            .partition(|o| o.catalog);
+        for orphan in catalog {
+            if !walk.seen.contains(&orphan.root.page) {
+                walk.catalog_part(each, orphan.root)?;
+            }
+        }
+        for orphan in tables {
             if !walk.seen.contains(&orphan.root.page) {
                 walk.lost_and_found(each, orphan.root, orphan.name)?;
             }

@@ -303,8 +303,8 @@ fn summary(file: &str, report: &SalvageReport, not_recovered: &[String]) -> Exit
         let _ = writeln!(
             err,
             "found: {} tables that no page that verifies leads to (under a damaged catalog or \
-             branch), recovered under the names an older catalog in the file gives them, \
-             else as lost_and_found_<page>",
+             branch), recovered under the names a part of the catalog or an older catalog \
+             in the file gives them, else as lost_and_found_<page>",
             report.lost_and_found
         );
     }

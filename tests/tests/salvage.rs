@@ -415,3 +415,49 @@ fn a_file_this_process_writes_is_refused_under_any_of_its_names() -> Result<(), 
     drop(reader);
     Ok(())
 }
+
+/// Under a damaged catalog branch, the catalog's leaves still verify: the tables they name
+/// come back under their names (they came back as a table of catalog records beside
+/// unnamed tables).
+#[test]
+fn the_tables_under_a_damaged_catalog_branch_come_back_named() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("many.cairn");
+    let db = Database::create(&path)?;
+    let mut model = Model::new();
+    let mut w = db.begin_write()?;
+    for n in 0u32..600 {
+        let name = format!("table_{n:04}");
+        let mut t = w.open_or_create_table(&name)?;
+        let m = model.entry(name).or_default();
+        for i in 0..(n % 7) {
+            let (key, value) = (i.to_be_bytes().to_vec(), vec![n as u8; 30]);
+            t.insert(&key, &value)?;
+            m.insert(key, value);
+        }
+    }
+    w.commit()?;
+    db.close()?;
+    let catalog = match cairn_engine::inspect(&path)?.slots {
+        [SlotInfo::Valid { catalog_page, .. }, _] => catalog_page,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        Database::builder()
+            .read_only(true)
+            .open(&path)?
+            .page(catalog)?
+            .kind,
+        "branch",
+        "the catalog's root is a branch"
+    );
+    damage(&path, catalog, 4096)?;
+    let (got, lost, report) = salvaged(&path)?;
+    assert!(
+        matches!(&lost[..], [Lost { table: None, page, .. }] if *page == catalog),
+        "{lost:?}"
+    );
+    assert!(got == model, "{:?}", got.keys().take(5).collect::<Vec<_>>());
+    assert_eq!((report.lost_and_found, report.tables), (600, 600));
+    Ok(())
+}

@@ -17,16 +17,27 @@
 //! free page, names it: an entry whose root reference is that page with that very
 //! checksum (the page's bytes, its writer's id among them, are those the entry named).
 //! A table the last commits left alone is found that way; others stay unnamed.
+//!
+//! A subtree of the catalog itself (under a failed catalog branch) is found the same way,
+//! and walked as the catalog is: each table it names comes back under its own name. It
+//! is told from a table by its leftmost leaf, every entry of which is a table's record,
+//! one of them at least naming a root whose checksum holds (a table whose values all
+//! happen to be 20 bytes long would need a checksum to match by chance).
 
 use std::collections::{HashMap, HashSet};
 
-use crate::format::{ChildRef, TableMeta, ValueRef, checksum, decode_freelist, page_txid};
+use crate::btree::MAX_DEPTH;
+use crate::format::{
+    ChildRef, LeafPage, TableMeta, ValueRef, checksum, decode_freelist, page_txid,
+};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, verify};
 
 /// A subtree no walked page leads to: its root, and the name an older catalog gives it.
 pub(super) struct Orphan {
     pub root: ChildRef,
     pub name: Option<String>,
+    /// Whether the subtree is part of the catalog, naming tables.
+    pub catalog: bool,
 }
 
 /// The subtrees no walked page leads to, in page order; `seen` holds the tree pages the
@@ -88,7 +99,12 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
                 crc: checksum(page, bytes),
             };
             let name = names.get(&(root.page, root.crc)).cloned();
-            Some(Orphan { root, name })
+            let catalog = is_catalog_part(snap, page);
+            Some(Orphan {
+                root,
+                name,
+                catalog,
+            })
         })
         .collect()
 }
@@ -126,25 +142,54 @@ fn older_names(snap: &Snapshot, free: &[u64]) -> HashMap<(u64, u32), String> {
         let Ok(TreePage::Leaf(leaf)) = TreePage::parse(bytes, page) else {
             continue;
         };
-        let mut entries = Vec::new();
-        for i in 0..leaf.len() {
-            let meta = match leaf.entry(i) {
-                Ok((name, ValueRef::Inline(v))) => TableMeta::decode(v).map(|m| (name, m)),
-                _ => None,
-            };
-            match meta {
-                Some(entry) => entries.push(entry),
-                None => {
-                    entries.clear();
-                    break;
-                }
-            }
-        }
-        for (name, meta) in entries {
+        for (name, meta) in table_records(&leaf).unwrap_or_default() {
             if let (Some(root), Ok(name)) = (meta.root, std::str::from_utf8(name)) {
                 names.insert((root.page, root.crc), name.to_owned());
             }
         }
     }
     names
+}
+
+/// The entries of a leaf of the catalog: each table's name and record; `None` when an
+/// entry is not a table's record.
+fn table_records<'a>(leaf: &LeafPage<'a>) -> Option<Vec<(&'a [u8], TableMeta)>> {
+    (0..leaf.len())
+        .map(|i| match leaf.entry(i) {
+            Ok((name, ValueRef::Inline(v))) => TableMeta::decode(v).map(|m| (name, m)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether the subtree at `root` is part of a catalog: its leftmost leaf, reached through
+/// children whose checksums hold, holds tables' records only, and one of them at least
+/// names a root whose checksum holds.
+fn is_catalog_part(snap: &Snapshot, root: u64) -> bool {
+    let p = snap.page_size;
+    let holds = |r: ChildRef| {
+        snap.raw(r.page, p)
+            .is_ok_and(|bytes| checksum(r.page, bytes) == r.crc)
+    };
+    let mut page = root;
+    for _ in 0..MAX_DEPTH {
+        let Ok(bytes) = snap.raw(page, p) else {
+            return false;
+        };
+        match TreePage::parse(bytes, page) {
+            Ok(TreePage::Branch(b)) => match b.child(0) {
+                Ok(child) if holds(child) => page = child.page,
+                _ => return false,
+            },
+            Ok(TreePage::Leaf(leaf)) => {
+                return table_records(&leaf).is_some_and(|records| {
+                    records.iter().any(|(name, meta)| {
+                        std::str::from_utf8(name).is_ok() && meta.root.is_some_and(holds)
+                    })
+                });
+            }
+            Err(_) => return false,
+        }
+    }
+    false
 }

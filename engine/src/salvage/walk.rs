@@ -73,6 +73,19 @@ impl<'s> Walk<'s> {
         self.tree(each, None, root, (None, None), 0)
     }
 
+    /// A part of the catalog no walked page leads to (`orphans.rs`): the tables it names,
+    /// under their names, counted as found.
+    pub fn catalog_part(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        root: ChildRef,
+    ) -> Result<()> {
+        let before = self.tables;
+        self.tree(each, None, root, (None, None), 0)?;
+        self.found += self.tables - before;
+        Ok(())
+    }
+
     /// A subtree no walked page leads to (`orphans.rs`), as a table of its own: under the
     /// name an older catalog gives it, unless a table of that name was handed over.
     pub fn lost_and_found(
