@@ -407,7 +407,8 @@ impl WriteTxn {
     /// error it returned then; it may have changed the tree before): the transaction is
     /// rolled back instead of committing half a change. Also when a commit that syncs
     /// finds that a page written since the last durable commit was lost after an earlier
-    /// sync failed (as [`crate::Database::sync`]).
+    /// sync failed (as [`crate::Database::sync`]), and when the commit's id would be past
+    /// the range a file may hold (2^60: only a crafted file gets there).
     pub fn commit(mut self) -> Result<()> {
         let Some(original) = self.original.take() else {
             return Ok(());

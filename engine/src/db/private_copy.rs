@@ -141,3 +141,123 @@ fn private_copy(
     copy.resize(len)?;
     Ok((Arc::new(copy), 0))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use crate::format::SLOT_OFFSET;
+    use crate::storage::{FaultyStorage, FileStorage, Region, Storage};
+    use crate::{Builder, Database, Result};
+
+    const PAGE: usize = 1024;
+
+    /// A file whose slots a writer opening it changes (it applies the log) between a
+    /// private copy's first look at them and its look after pinning.
+    #[derive(Debug)]
+    struct Racing {
+        file: FileStorage,
+        path: PathBuf,
+        slot_reads: AtomicUsize,
+        writer: Mutex<Option<Database>>,
+    }
+
+    impl Storage for Racing {
+        fn len(&self) -> u64 {
+            self.file.len()
+        }
+        fn region(&self) -> Arc<Region> {
+            self.file.region()
+        }
+        fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            let slot = offset < 2 * PAGE as u64 && offset % PAGE as u64 == SLOT_OFFSET as u64;
+            // The copy reads both slots, pins, and reads them again: the writer comes
+            // before the second look.
+            if slot && self.slot_reads.fetch_add(1, Ordering::SeqCst) == 2 {
+                let writer = Database::open(&self.path).map_err(io::Error::other)?;
+                if let Ok(mut w) = self.writer.lock() {
+                    *w = Some(writer);
+                }
+            }
+            self.file.read(offset, buf)
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            self.file.write(offset, data)
+        }
+        fn sync(&self) -> io::Result<()> {
+            self.file.sync()
+        }
+        fn resize(&self, len: u64) -> io::Result<()> {
+            self.file.resize(len)
+        }
+        fn refresh(&self) -> io::Result<()> {
+            self.file.refresh()
+        }
+    }
+
+    fn contents(db: &Database) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let r = db.begin_read()?;
+        let t = r.open_table("t")?;
+        t.iter()?
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect()
+    }
+
+    #[test]
+    fn a_writer_applying_the_log_meanwhile_makes_the_opening_begin_again() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        for seed in 0..100 {
+            // A durable commit, then commits only the log holds, and a power cut.
+            let storage = FaultyStorage::new(seed)?;
+            let db =
+                Builder::default()
+                    .page_size(PAGE)
+                    .with_storage(storage.clone(), true, None)?;
+            let mut w = db.begin_write()?;
+            w.create_table("t")?;
+            w.commit()?;
+            db.sync()?;
+            for i in 0u32..10 {
+                let mut w = db.begin_write()?;
+                w.open_table("t")?.insert(&i.to_be_bytes(), b"logged")?;
+                w.commit()?;
+            }
+            let image = storage.power_cut();
+            drop(db);
+            let path = dir.path().join(format!("{seed}.cairn"));
+            std::fs::write(&path, &image)?;
+            let plain = Database::builder().read_only(true).open(&path)?;
+            if !plain.is_private_copy() {
+                continue;
+            }
+            let want = contents(&plain)?;
+            drop(plain);
+            let racing = Arc::new(Racing {
+                file: FileStorage::new(std::fs::File::open(&path)?)?,
+                path: path.clone(),
+                slot_reads: AtomicUsize::new(0),
+                writer: Mutex::new(None),
+            });
+            let db = super::open(
+                Builder::default().read_only(true),
+                racing.clone(),
+                Some(path.clone()),
+                Some(std::fs::File::open(&path)?),
+                PAGE,
+            )?;
+            let writer = racing.writer.lock().map(|mut w| w.take()).ok().flatten();
+            assert!(writer.is_some(), "seed {seed}: the writer came");
+            assert!(
+                !db.is_private_copy(),
+                "seed {seed}: opened again, at the writer's commit, which holds the log's"
+            );
+            assert_eq!(contents(&db)?, want, "seed {seed}");
+            assert!(db.check()?.is_ok(), "seed {seed}");
+            return Ok(());
+        }
+        panic!("no power cut left commits only the log held");
+    }
+}
