@@ -103,7 +103,7 @@ fn a_reader_process_sees_only_committed_states_of_a_writer_process() -> Result<(
     let reader = Database::builder().read_only(true).open(&path)?;
     let mut writer = spawn_writer(&path)?;
 
-    let (mut last, mut rounds_seen, mut snapshots) = (0, 0, 0);
+    let (mut last, mut rounds_seen, mut snapshots, mut openings) = (0, 0, 0, 0);
     let started = Instant::now();
     let mut outcome = Ok(());
     let mut locked_out = false;
@@ -147,6 +147,15 @@ fn a_reader_process_sees_only_committed_states_of_a_writer_process() -> Result<(
         if again != first {
             outcome = Err(format!("a held snapshot changed: {first:?} then {again:?}"));
         }
+        // A fresh read-only opening beside the busy writer: recovery verifies the newest
+        // commit while the writer may reuse pages (it pins that commit first).
+        match Database::builder().read_only(true).open(&path) {
+            Ok(fresh) => match snapshot_round(&fresh) {
+                Ok(r) if r >= last => openings += 1,
+                other => outcome = Err(format!("a fresh opening read {other:?}, last {last}")),
+            },
+            Err(e) => outcome = Err(format!("a fresh opening failed: {e}")),
+        }
         if outcome.is_err() {
             break;
         }
@@ -161,6 +170,7 @@ fn a_reader_process_sees_only_committed_states_of_a_writer_process() -> Result<(
         panic!("{e}");
     }
     assert!(snapshots > 100, "{snapshots} snapshots checked");
+    assert!(openings > 10, "{openings} fresh openings");
     assert!(
         rounds_seen > 5,
         "the reader followed the writer's commits: saw {rounds_seen} rounds"
