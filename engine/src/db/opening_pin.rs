@@ -57,50 +57,10 @@ pub(crate) fn unpin(file: &File, txid: u64) {
 
 #[cfg(test)]
 mod tests {
-    use std::io;
     use std::sync::{Arc, Mutex};
 
-    use crate::storage::{FileStorage, Region, Storage};
+    use crate::storage::{Call, FileStorage, Hooked};
     use crate::{Database, Durability, Result};
-
-    /// A file whose first map request (recovery's, to verify a commit) first lets a
-    /// writer go on: it frees the newest commit's pages, makes that durable and reuses
-    /// what it may (unpinned, the pages being verified).
-    #[derive(Debug)]
-    struct Meanwhile {
-        file: FileStorage,
-        writer: Mutex<Option<Database>>,
-    }
-
-    impl Storage for Meanwhile {
-        fn len(&self) -> u64 {
-            self.file.len()
-        }
-        fn region(&self) -> Arc<Region> {
-            let writer = self.writer.lock().map(|mut w| w.take());
-            if let Ok(Some(writer)) = writer {
-                for round in 5..8 {
-                    let _ = rewrite(&writer, round, Durability::Immediate);
-                }
-            }
-            self.file.region()
-        }
-        fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-            self.file.read(offset, buf)
-        }
-        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-            self.file.write(offset, data)
-        }
-        fn sync(&self) -> io::Result<()> {
-            self.file.sync()
-        }
-        fn resize(&self, len: u64) -> io::Result<()> {
-            self.file.resize(len)
-        }
-        fn refresh(&self) -> io::Result<()> {
-            self.file.refresh()
-        }
-    }
 
     /// A commit rewriting every value of table `t`.
     fn rewrite(db: &Database, round: u8, durability: Durability) -> Result<()> {
@@ -129,10 +89,24 @@ mod tests {
         // Not yet durable: recovery verifies every page the newest commit rewrote.
         rewrite(&writer, 4, Durability::Eventual)?;
         let newest = writer.begin_read()?.txid();
-        let storage = Meanwhile {
-            file: FileStorage::new(std::fs::File::open(&path)?)?,
-            writer: Mutex::new(Some(writer.clone())),
-        };
+        // When recovery asks for the map to verify that commit, the writer frees its
+        // pages, makes that durable and reuses what it may: unpinned, those pages.
+        let busy = Mutex::new(Some(writer.clone()));
+        let storage = Hooked::new(
+            FileStorage::new(std::fs::File::open(&path)?)?,
+            move |call| {
+                if call != Call::Region {
+                    return Ok(());
+                }
+                if let Some(writer) = busy.lock().map(|mut w| w.take()).ok().flatten() {
+                    for round in 5..8 {
+                        rewrite(&writer, round, Durability::Immediate)
+                            .map_err(std::io::Error::other)?;
+                    }
+                }
+                Ok(())
+            },
+        );
         let lock_file = std::fs::File::open(&path)?;
         let db = super::super::Builder::default().read_only(true).build(
             Arc::new(storage),

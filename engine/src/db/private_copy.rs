@@ -144,59 +144,14 @@ fn private_copy(
 
 #[cfg(test)]
 mod tests {
-    use std::io;
-    use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
 
     use crate::format::SLOT_OFFSET;
-    use crate::storage::{FaultyStorage, FileStorage, Region, Storage};
+    use crate::storage::{Call, FaultyStorage, FileStorage, Hooked};
     use crate::{Builder, Database, Result};
 
     const PAGE: usize = 1024;
-
-    /// A file whose slots a writer opening it changes (it applies the log) between a
-    /// private copy's first look at them and its look after pinning.
-    #[derive(Debug)]
-    struct Racing {
-        file: FileStorage,
-        path: PathBuf,
-        slot_reads: AtomicUsize,
-        writer: Mutex<Option<Database>>,
-    }
-
-    impl Storage for Racing {
-        fn len(&self) -> u64 {
-            self.file.len()
-        }
-        fn region(&self) -> Arc<Region> {
-            self.file.region()
-        }
-        fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-            let slot = offset < 2 * PAGE as u64 && offset % PAGE as u64 == SLOT_OFFSET as u64;
-            // The copy reads both slots, pins, and reads them again: the writer comes
-            // before the second look.
-            if slot && self.slot_reads.fetch_add(1, Ordering::SeqCst) == 2 {
-                let writer = Database::open(&self.path).map_err(io::Error::other)?;
-                if let Ok(mut w) = self.writer.lock() {
-                    *w = Some(writer);
-                }
-            }
-            self.file.read(offset, buf)
-        }
-        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-            self.file.write(offset, data)
-        }
-        fn sync(&self) -> io::Result<()> {
-            self.file.sync()
-        }
-        fn resize(&self, len: u64) -> io::Result<()> {
-            self.file.resize(len)
-        }
-        fn refresh(&self) -> io::Result<()> {
-            self.file.refresh()
-        }
-    }
 
     fn contents(db: &Database) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let r = db.begin_read()?;
@@ -235,20 +190,33 @@ mod tests {
             }
             let want = contents(&plain)?;
             drop(plain);
-            let racing = Arc::new(Racing {
-                file: FileStorage::new(std::fs::File::open(&path)?)?,
-                path: path.clone(),
-                slot_reads: AtomicUsize::new(0),
-                writer: Mutex::new(None),
-            });
+            // The copy reads both slots, pins, and reads them again: a writer opens the
+            // file (applying the log) before the second look.
+            let slot_reads = AtomicUsize::new(0);
+            let writer = Arc::new(Mutex::new(None));
+            let (came, at) = (writer.clone(), path.clone());
+            let racing = Hooked::new(
+                FileStorage::new(std::fs::File::open(&path)?)?,
+                move |call| {
+                    let slot = matches!(call, Call::Read(offset)
+                    if offset < 2 * PAGE as u64 && offset % PAGE as u64 == SLOT_OFFSET as u64);
+                    if slot && slot_reads.fetch_add(1, Ordering::SeqCst) == 2 {
+                        let db = Database::open(&at).map_err(std::io::Error::other)?;
+                        if let Ok(mut w) = came.lock() {
+                            *w = Some(db);
+                        }
+                    }
+                    Ok(())
+                },
+            );
             let db = super::open(
                 Builder::default().read_only(true),
-                racing.clone(),
+                Arc::new(racing),
                 Some(path.clone()),
                 Some(std::fs::File::open(&path)?),
                 PAGE,
             )?;
-            let writer = racing.writer.lock().map(|mut w| w.take()).ok().flatten();
+            let writer = writer.lock().map(|mut w| w.take()).ok().flatten();
             assert!(writer.is_some(), "seed {seed}: the writer came");
             assert!(
                 !db.is_private_copy(),

@@ -10,6 +10,8 @@ mod backend;
 mod counted;
 mod faulty;
 mod file;
+#[cfg(test)]
+mod hooked;
 mod memory;
 #[cfg(test)]
 mod recording;
@@ -23,6 +25,8 @@ pub use backend::Storage;
 pub(crate) use counted::{Counted, IoCounters};
 pub use faulty::{FaultyStorage, SECTOR};
 pub use file::FileStorage;
+#[cfg(test)]
+pub(crate) use hooked::{Call, Hooked};
 pub use memory::MemoryStorage;
 #[cfg(test)]
 pub(crate) use recording::Recording;
