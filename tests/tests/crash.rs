@@ -1,5 +1,6 @@
 //! Simulated power cuts: random transactions on a fault-injecting store (a third of them
-//! taking savepoints, rolling back to and releasing them), then the file as a cut would
+//! taking savepoints, rolling back to and releasing them; online compactions among them,
+//! the cut sometimes in one of its steps), then the file as a cut would
 //! leave it (each unsynced write kept, dropped or torn at 512-byte sectors, in
 //! any order; unsynced growth lost at random), opened with the normal engine.
 //!
@@ -33,6 +34,8 @@ struct Tally {
     spilled: usize,
     /// Rollbacks to a savepoint.
     savepoint_rollbacks: usize,
+    /// Online compactions run (the cut may come during one).
+    compactions: usize,
     /// Cuts whose read-only opening applied the log to a private copy.
     private_copies: usize,
     /// Read-only openings that failed, or showed other than the writable opening where
@@ -182,6 +185,24 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
         }
         if rng.random_bool(0.1) && db.sync().is_ok() {
             durable = history.len() - 1;
+        }
+        if rng.random_bool(0.05) {
+            // Online compaction: durable steps that move pages and shrink the file, the
+            // contents unchanged (a failed step leaves them so too); the cut may come in
+            // one of its steps.
+            if rng.random_bool(0.3) {
+                storage.die_after(storage.operations() + rng.random_range(0..40));
+            }
+            tally.compactions += 1;
+            match db.compact() {
+                // (Each step is a durable commit; with nothing to move there is none.)
+                Ok(report) if report.steps > 0 => durable = history.len() - 1,
+                Ok(_) => {}
+                Err(_) => tally.injected_errors += 1,
+            }
+            if !lie && contents(&db).ok().as_ref() != history.last() {
+                tally.mixed += 1;
+            }
         }
     }
     tally.spilled += usize::from(db.io_stats().pages_spilled > 0);
