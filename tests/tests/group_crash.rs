@@ -1,6 +1,7 @@
 //! Power cuts during group commits: threads commit batches (`Database::commit_batch`, the
 //! path the shell's statements take outside a transaction) on a fault-injecting store until
-//! the process dies, then the file as a power cut leaves it is opened.
+//! the process dies (in a quarter of the lives with online compaction beside them), then
+//! the file as a power cut leaves it is opened.
 //!
 //! Every cut must open and pass `check()`; every batch acknowledged as durable must be
 //! there whole, with every batch its thread committed before it; no batch may be there in
@@ -8,6 +9,7 @@
 //! that applied the commit log.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -101,6 +103,8 @@ struct Tally {
     durable_batches: usize,
     /// Batches in doubt that the cut kept.
     in_doubt_kept: usize,
+    /// Online compactions that committed a step beside the group commits.
+    compactions: usize,
 }
 
 /// One life: threads commit batches until the process dies, then a power cut. Returns
@@ -126,18 +130,36 @@ fn life(seed: u64, tally: &mut Tally) -> Result<Vec<String>, Error> {
         storage.fail_at(rng.random_range(now + 1..death));
     }
     let outcomes = Mutex::new((Vec::new(), Vec::new()));
+    // A quarter of the lives compact online beside the batches, until the threads are
+    // done (its steps move the pages the batches' commits write, and shrink the file).
+    let compacting = rng.random_bool(0.25);
+    let done = AtomicUsize::new(0);
+    let compactions = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for thread in 0..THREADS {
-            let (db, outcomes) = (&db, &outcomes);
+            let (db, outcomes, done) = (&db, &outcomes, &done);
             let seed = rng.random();
             s.spawn(move || {
                 let (sent, failed) = commit_until_dead(db, thread, seed);
                 let mut o = outcomes.lock().unwrap_or_else(|e| e.into_inner());
                 o.0.extend(sent);
                 o.1.extend(failed);
+                done.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        if compacting {
+            let (db, done, compactions) = (&db, &done, &compactions);
+            s.spawn(move || {
+                while done.load(Ordering::SeqCst) < THREADS {
+                    if db.compact().is_ok_and(|r| r.steps > 0) {
+                        compactions.fetch_add(1, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
             });
         }
     });
+    tally.compactions += compactions.into_inner();
     let (sent, in_doubt) = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
     tally.durable_batches += sent.iter().filter(|b| b.durable).count();
     let image = storage.power_cut();
