@@ -2,7 +2,8 @@
 //! the parent kills it (SIGKILL) at a random moment, reopens the file, and checks that the
 //! file passes `check()` and holds every acknowledged commit. Some kills land while the
 //! child is still opening, during recovery of the previous kill; others while a child is
-//! creating the file.
+//! creating the file. The child compacts online beside its commits (since the fortieth
+//! session), so kills land in compaction steps too.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -16,7 +17,8 @@ use rand::{Rng, SeedableRng};
 const CHILD: &str = "CAIRN_KILLED_WRITER_CHILD";
 const CREATOR: &str = "CAIRN_KILLED_CREATOR_CHILD";
 
-/// The child: commit `n` writes key `n` (and rewrites a few others), then prints `n`.
+/// The child: commit `n` writes key `n` (and rewrites a few others), then prints `n`;
+/// a thread compacts the database online all the while.
 fn child(path: &str) -> Result<(), Error> {
     let db = Database::builder().page_size(1024).create(path)?;
     let mut w = db.begin_write()?;
@@ -25,6 +27,17 @@ fn child(path: &str) -> Result<(), Error> {
     }
     let start = w.open_table("t")?.len();
     w.commit()?;
+    // Online compaction beside the commits, so that kills land in its steps too (the
+    // rewritten keys free pages for it to fill).
+    let compactor = db.clone();
+    std::thread::spawn(move || {
+        loop {
+            if compactor.compact().is_ok_and(|r| r.steps > 0) {
+                println!("compacted");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
     for n in start.. {
         let mut w = db.begin_write()?;
         w.set_durability(if n % 3 == 0 {
@@ -56,28 +69,33 @@ fn killed_writers_lose_no_acknowledged_commit() -> Result<(), Box<dyn std::error
     let path = dir.path().join("killed.cairn");
     let kills = scale("CAIRN_KILLS", 20);
     let mut acknowledged: Option<u64> = None;
+    let mut compactions = 0;
     for kill in 0..kills {
         let mut child = spawn("killed_writers_lose_no_acknowledged_commit", CHILD, &path)?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let wait = Duration::from_millis(rng.random_range(0..300));
         let deadline = Instant::now() + wait;
         let reader = std::thread::spawn(move || {
-            let mut last = None;
+            let (mut last, mut compacted) = (None, 0);
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Ok(n) = line.trim().parse::<u64>() {
                     last = Some(n);
+                } else if line.trim() == "compacted" {
+                    compacted += 1;
                 }
             }
-            last
+            (last, compacted)
         });
         while Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         child.kill()?;
         child.wait()?;
-        if let Some(n) = reader.join().map_err(|_| "reader thread")? {
+        let (last, compacted) = reader.join().map_err(|_| "reader thread")?;
+        if let Some(n) = last {
             acknowledged = acknowledged.max(Some(n));
         }
+        compactions += compacted;
         if !path.exists() {
             continue;
         }
@@ -94,7 +112,8 @@ fn killed_writers_lose_no_acknowledged_commit() -> Result<(), Box<dyn std::error
         }
     }
     eprintln!(
-        "{kills} kills; newest acknowledged commit {acknowledged:?}; 0 lost, 0 failing check()"
+        "{kills} kills; newest acknowledged commit {acknowledged:?}; {compactions} online \
+         compactions that moved pages; 0 lost, 0 failing check()"
     );
     assert!(
         acknowledged.is_some_and(|n| n > 10),
