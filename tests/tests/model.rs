@@ -1,8 +1,8 @@
 //! Random operations on several tables, checked against a `BTreeMap` model: inserts,
 //! removes (of keys, of ranges, by a rule on key and value, of the first or last entry),
 //! gets, ranges both ways, commits, rollbacks, savepoints (taken, rolled back to and
-//! released, nested), table drops and reopening the file, with the integrity check clean
-//! after every reopen.
+//! released, nested), table drops, online compaction and reopening the file, with the
+//! integrity check clean after every reopen.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -195,14 +195,19 @@ fn savepoint_op(
 
 /// Runs `ops` random operations. With `txn_memory`, transactions are long (a hundredth
 /// as many commits, rollbacks, reopens and table drops) and spill pages past that
-/// budget; returns how many they spilled.
-fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Result<u64, Error> {
+/// budget; returns how many pages they spilled, and how many compactions moved pages.
+fn run(
+    seed: u64,
+    ops: usize,
+    page_size: usize,
+    txn_memory: Option<usize>,
+) -> Result<(u64, usize), Error> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("model.cairn");
     let open = |path: &std::path::Path, page_size| open(path, page_size, txn_memory);
     let mut db = open(&path, page_size);
-    let mut spilled = 0;
+    let (mut spilled, mut compactions) = (0, 0);
     let max = db.max_key_len();
     let mut committed: Model = BTreeMap::new();
     let mut txn = db.begin_write()?;
@@ -368,6 +373,12 @@ fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Re
                 }
                 txn.commit()?;
                 committed = working.clone();
+                if rng.random_bool(0.1) {
+                    // Online compaction moves and merges nodes, which the next
+                    // transactions then change: nothing may read differently.
+                    compactions += usize::from(db.compact()?.steps > 0);
+                    assert_matches(&db, &committed)?;
+                }
                 txn = db.begin_write()?;
                 saves.clear();
             }
@@ -396,7 +407,7 @@ fn run(seed: u64, ops: usize, page_size: usize, txn_memory: Option<usize>) -> Re
     drop(db);
     let db = open(&path, page_size);
     assert_matches(&db, &working)?;
-    Ok(spilled)
+    Ok((spilled, compactions))
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -411,9 +422,12 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 fn random_operations_match_a_btreemap() -> Result<(), Error> {
     let seed = seed("model");
     let ops = scale("CAIRN_MODEL_OPS", 3000);
+    let mut compactions = 0;
     for (i, page_size) in [1024, 4096, 16384].into_iter().enumerate() {
-        run(seed.wrapping_add(i as u64), ops, page_size, None)?;
+        compactions += run(seed.wrapping_add(i as u64), ops, page_size, None)?.1;
     }
+    eprintln!("{compactions} online compactions moved pages");
+    assert!(compactions > 0, "no compaction moved a page");
     Ok(())
 }
 
@@ -426,7 +440,7 @@ fn long_spilling_transactions_match_a_btreemap() -> Result<(), Error> {
     // seeds' trees too small to pass a 16-page budget.
     let ops = 4 * scale("CAIRN_MODEL_OPS", 3000);
     for (i, page_size) in [1024, 4096].into_iter().enumerate() {
-        let spilled = run(
+        let (spilled, _) = run(
             seed.wrapping_add(i as u64),
             ops,
             page_size,
