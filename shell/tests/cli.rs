@@ -255,6 +255,57 @@ fn recover_finds_the_tables_under_a_damaged_catalog() {
     );
 }
 
+/// A damaged catalog branch: the catalog's leaves under it still verify, and the tables
+/// they name come back under their names.
+#[test]
+fn recover_names_the_tables_under_a_damaged_catalog_branch() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (dir.path().join("a.cairn"), dir.path().join("b.cairn"));
+    let mut script = String::from("BEGIN\n");
+    for i in 0u32..400 {
+        script.push_str(&format!(
+            "CREATE TABLE t{i:03}\nUSE t{i:03}\nPUT 'k' 'table {i}'\n"
+        ));
+    }
+    script.push_str("COMMIT\n");
+    assert!(cairn(&[path(&a)], script.as_bytes()).status.success());
+    let info = cairn_engine::inspect(&a).unwrap_or_else(|e| panic!("{e}"));
+    let Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) = info.slots.first() else {
+        panic!("{info:?}");
+    };
+    let page = text(
+        &cairn(
+            &[
+                path(&a),
+                "-readonly",
+                "-c",
+                &format!(".page {catalog_page}"),
+            ],
+            b"",
+        )
+        .stdout,
+    );
+    assert!(
+        page.contains("branch"),
+        "the catalog's root is a branch: {page}"
+    );
+    let mut bytes = std::fs::read(&a).unwrap_or_default();
+    let at = usize::try_from(catalog_page * 4096 + 100).unwrap_or(usize::MAX);
+    bytes[at] ^= 0x55;
+    std::fs::write(&a, bytes).unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&["recover", path(&a), path(&b)], b"");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("found: 401 tables"), "{err}");
+    let tables = text(&cairn(&[path(&b), "-c", "TABLES"], b"").stdout);
+    let want: String = std::iter::once("main\t0\n".to_owned())
+        .chain((0..400).map(|i| format!("t{i:03}\t1\n")))
+        .collect();
+    assert_eq!(tables, want);
+    let got = text(&cairn(&[path(&b), "-c", "USE t123; GET 'k'"], b"").stdout);
+    assert_eq!(got, "k\ttable 123\n");
+}
+
 #[test]
 fn logsize_chooses_the_commit_log_of_a_new_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
