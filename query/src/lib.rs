@@ -37,7 +37,7 @@ pub use lexer::{LexState, unclosed_quote};
 pub use parser::{
     Limits, Script, parse_bytes, parse_bytes_with, parse_literal, parse_script, parse_script_with,
 };
-pub use print::{display_bytes, is_printable};
+pub use print::{as_integer, display_bytes, is_printable};
 
 /// The README's examples (engine and language), compiled and run as doc tests.
 #[doc = include_str!("../../README.md")]

@@ -24,6 +24,14 @@ pub fn display_bytes(bytes: &[u8]) -> Cow<'_, str> {
     }
 }
 
+/// The integer the language stores as these bytes, for people who store integers: 8 bytes
+/// that do not print as text (`42` is `x'000000000000002a'`; `'abcdefgh'` stays text).
+/// The number reads back as the same bytes, as a literal of the language.
+pub fn as_integer(bytes: &[u8]) -> Option<u64> {
+    let bytes: [u8; 8] = bytes.try_into().ok()?;
+    (!is_printable(&bytes)).then(|| u64::from_be_bytes(bytes))
+}
+
 fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(3 + 2 * bytes.len());
     s.push_str("x'");
@@ -153,6 +161,15 @@ mod tests {
         assert_eq!(display_bytes(b"X'"), "x'5827'");
         assert_eq!(display_bytes(b"x"), "x");
         assert_eq!(display_bytes(b""), "");
+    }
+
+    #[test]
+    fn eight_bytes_that_are_not_text_read_as_the_integer_stored() {
+        assert_eq!(as_integer(&42u64.to_be_bytes()), Some(42));
+        assert_eq!(as_integer(&u64::MAX.to_be_bytes()), Some(u64::MAX));
+        assert_eq!(as_integer(b"abcdefgh"), None, "text stays text");
+        assert_eq!(as_integer(&[0; 7]), None);
+        assert_eq!(as_integer(&[0; 9]), None);
     }
 
     #[test]

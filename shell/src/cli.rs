@@ -27,6 +27,7 @@ Options:
   -c, -cmd TEXT         run the statements in TEXT (may be repeated)
   -bail                 stop at the first statement that fails
   -echo                 print each line of input before running it
+  -integers             print 8-byte keys and values that are not text as integers
   -readonly             open FILE read-only
   -txnmemory SIZE       memory a write transaction's changed pages may take before it
                         writes some to the file (bytes, or with K, M or G; default 512M)
@@ -61,6 +62,8 @@ pub struct Options {
     pub bail: bool,
     /// `-echo`: print each line of input before running it.
     pub echo: bool,
+    /// `-integers`: print 8-byte keys and values that are not text as integers.
+    pub integers: bool,
     pub read_only: bool,
     /// `Builder::txn_memory`, when given.
     pub txn_memory: Option<usize>,
@@ -93,6 +96,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             Some("c" | "cmd" | "command") => o.sources.push(Source::Text(value(arg)?)),
             Some("bail") => o.bail = true,
             Some("echo") => o.echo = true,
+            Some("integers") => o.integers = true,
             Some("readonly" | "read-only") => o.read_only = true,
             Some("txnmemory" | "txn-memory") => {
                 let size = value(arg)?;

@@ -35,6 +35,9 @@ Dot-commands, each on a line of its own:
 .import [--skip N] FILE [TABLE]
                       load key,value rows from a CSV file (as .mode csv prints
                       them) into TABLE or the current one, in one transaction
+.integers on|off      print 8-byte keys and values that are not text as the
+                      integers the language stores that way (42, not
+                      x'000000000000002a'), or not
 .mode MODE            output mode: table, plain, csv, json or line
 .once FILE            send the results of the next line to FILE
 .open [--readonly] [FILE]
@@ -63,10 +66,33 @@ Ctrl-D leaves (an open transaction is rolled back).";
 const MAX_READ_DEPTH: usize = 16;
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 25] = [
-    ".backup", ".bail", ".check", ".dump", ".echo", ".exit", ".export", ".headers", ".help",
-    ".import", ".mode", ".once", ".open", ".output", ".print", ".quit", ".read", ".show", ".stats",
-    ".tables", ".timer", ".compact", ".pages", ".page", ".param",
+pub const COMMANDS: [&str; 26] = [
+    ".backup",
+    ".bail",
+    ".check",
+    ".dump",
+    ".echo",
+    ".exit",
+    ".export",
+    ".headers",
+    ".help",
+    ".import",
+    ".integers",
+    ".mode",
+    ".once",
+    ".open",
+    ".output",
+    ".print",
+    ".quit",
+    ".read",
+    ".show",
+    ".stats",
+    ".tables",
+    ".timer",
+    ".compact",
+    ".pages",
+    ".page",
+    ".param",
 ];
 
 /// The dot-commands whose argument names a file, for completion.
@@ -194,6 +220,11 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
                 on_off(args.first().copied()).ok_or("usage: .headers on|off")?;
             Ok(String::new())
         }),
+        ".integers" => arity(1..=1, ".integers on|off").and_then(|()| {
+            shell.settings.integers =
+                on_off(args.first().copied()).ok_or("usage: .integers on|off")?;
+            Ok(String::new())
+        }),
         ".timer" => arity(1..=1, ".timer on|off").and_then(|()| {
             shell.settings.timer = on_off(args.first().copied()).ok_or("usage: .timer on|off")?;
             Ok(String::new())
@@ -305,6 +336,7 @@ fn show(shell: &mut Shell) -> Result<String, String> {
         ("bail", on(s.bail).to_owned()),
         ("echo", on(s.echo).to_owned()),
         ("headers", on(s.headers).to_owned()),
+        ("integers", on(s.integers).to_owned()),
         ("mode", s.mode.name().to_owned()),
         ("timer", on(s.timer).to_owned()),
         (

@@ -128,6 +128,7 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         timer: false,
         bail: options.bail,
         echo: options.echo,
+        integers: options.integers,
         tuning,
         interactive,
     };

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context;
 use cairn_engine::Database;
 use cairn_query::{
-    ExecError, Limits, Located, Outcome, Session, Statement, display_bytes, parse_bytes,
-    render_from_line,
+    ExecError, Limits, Located, Outcome, Session, Statement, as_integer, display_bytes,
+    parse_bytes, render_from_line,
 };
 
 use crate::output::Output;
@@ -37,6 +37,9 @@ pub struct Settings {
     pub bail: bool,
     /// Print each line of input before running it (`.echo on`, `-echo`).
     pub echo: bool,
+    /// Print keys and values of 8 bytes that are not text as the integers the language
+    /// stores that way (`.integers on`, `-integers`).
+    pub integers: bool,
     /// Engine choices for the databases the shell opens.
     pub tuning: Tuning,
     /// Whether a person types the input (the REPL): `.open` then opens read-only a file
@@ -440,10 +443,10 @@ impl Shell {
             let mut writer = row_writer(&mut self.out, self.settings, &["key", "value"])?
                 .interruptible(&self.interrupt);
             let mut io_error = None;
+            let integers = self.settings.integers;
             let result = self.session.run(&stmt.statement, &mut |k, v| {
                 if io_error.is_none()
-                    && let Err(e) =
-                        writer.row(&[Cell::Text(display_bytes(k)), Cell::Text(display_bytes(v))])
+                    && let Err(e) = writer.row(&[cell(k, integers), cell(v, integers)])
                 {
                     io_error = Some(e);
                 }
@@ -585,5 +588,14 @@ impl Shell {
             writeln!(err, "{message}")?;
         }
         Ok(self.failed || failed_close.is_some())
+    }
+}
+
+/// A key or value for people: text or hex, or with `integers`, the integer 8 bytes that
+/// are not text store.
+fn cell(bytes: &[u8], integers: bool) -> Cell<'_> {
+    match as_integer(bytes).filter(|_| integers) {
+        Some(n) => Cell::Number(n),
+        None => Cell::Text(display_bytes(bytes)),
     }
 }

@@ -949,3 +949,31 @@ fn a_bad_parameter_on_the_command_line_is_bad_usage() {
     );
     assert_eq!(text(&o.stdout), "x'ff'\tx'ff'\n", "{}", text(&o.stderr));
 }
+
+/// `-integers` and `.integers on`: keys and values of 8 bytes that are not text print as
+/// the integers the language stores that way; text (even of 8 bytes) stays text.
+#[test]
+fn integers_print_as_integers_when_asked() {
+    let run = |args: &[&str]| {
+        let o = cairn(args, b"");
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let script = "PUT 1 2; PUT 'a' x'0000000000000003'; PUT 'abcdefgh' x'00ff'; SCAN";
+    assert_eq!(
+        run(&["-integers", "-c", script]),
+        "1\t2\na\t3\nabcdefgh\tx'00ff'\n"
+    );
+    assert_eq!(
+        run(&["-c", script]),
+        "x'0000000000000001'\tx'0000000000000002'\na\tx'0000000000000003'\nabcdefgh\tx'00ff'\n"
+    );
+    assert_eq!(
+        run(&["-integers", "-mode", "json", "-c", "PUT 7 'seven'; GET 7"]),
+        "[\n{\"key\":7,\"value\":\"seven\"}\n]\n"
+    );
+    assert_eq!(
+        run(&["-c", "PUT 1 2\n.integers on\nSCAN\n.integers off\nSCAN"]),
+        "1\t2\nx'0000000000000001'\tx'0000000000000002'\n"
+    );
+}
