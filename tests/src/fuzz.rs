@@ -360,7 +360,7 @@ fn read_all(db: &Database) {
     }
 }
 
-/// Random transactions (puts, removals of keys and of ranges) with an I/O failure at the
+/// Random transactions (puts, removals of keys and of ranges, syncs, online compactions) with an I/O failure at the
 /// k-th storage call (once, or from then on), then a power cut: the file reopens and passes the integrity check. Half the inputs
 /// (by `mode`) get the smallest commit log, 16 pages, which a few commits fill: the log's
 /// cycles end and start again within one input.
@@ -408,6 +408,11 @@ pub fn io_failures(data: &[u8]) {
         let _ = w.commit();
         if chunk[0] % 7 == 0 {
             let _ = db.sync();
+        }
+        if chunk[0] % 11 == 0 {
+            // Online compaction: its steps move pages and shrink the file, any of them
+            // meeting the failure.
+            let _ = db.compact();
         }
     }
     let image = storage.power_cut();
