@@ -219,6 +219,27 @@ fn recover_rebuilds_what_a_damaged_file_still_holds() {
     }
 }
 
+/// The catalog root page of the (closed, 4 KiB-page) database at `file`.
+fn catalog_page(file: &Path) -> u64 {
+    let info = cairn_engine::inspect(file).unwrap_or_else(|e| panic!("{e}"));
+    match info.slots.first() {
+        Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) => *catalog_page,
+        _ => panic!("{info:?}"),
+    }
+}
+
+/// Flips a byte of `page` of `file`, then `cairn recover`s it into `into`, which must
+/// report losses (exit 1); returns what it said on standard error.
+fn recover_damaged_page(file: &Path, page: u64, into: &Path) -> String {
+    let mut bytes = std::fs::read(file).unwrap_or_default();
+    let at = usize::try_from(page * 4096 + 100).unwrap_or(usize::MAX);
+    bytes[at] ^= 0x55;
+    std::fs::write(file, bytes).unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&["recover", path(file), path(into)], b"");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    text(&o.stderr)
+}
+
 /// A damaged catalog in a closed file (both slots name the same commit): the tables come
 /// back whole, named where an older catalog names their root, and the summary says so.
 #[test]
@@ -231,17 +252,8 @@ fn recover_finds_the_tables_under_a_damaged_catalog() {
     }
     script.push_str("COMMIT\nUSE main\nPUT 1 'one'\n");
     assert!(cairn(&[path(&a)], script.as_bytes()).status.success());
-    let info = cairn_engine::inspect(&a).unwrap_or_else(|e| panic!("{e}"));
-    let Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) = info.slots.first() else {
-        panic!("{info:?}");
-    };
-    let mut bytes = std::fs::read(&a).unwrap_or_default();
-    let at = usize::try_from(catalog_page * 4096 + 100).unwrap_or(usize::MAX);
-    bytes[at] ^= 0x55;
-    std::fs::write(&a, bytes).unwrap_or_else(|e| panic!("{e}"));
-    let o = cairn(&["recover", path(&a), path(&b)], b"");
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
-    let err = text(&o.stderr);
+    let catalog_page = catalog_page(&a);
+    let err = recover_damaged_page(&a, catalog_page, &b);
     assert!(err.contains("found: 2 tables"), "{err}");
     assert!(err.contains("lost: the catalog"), "{err}");
     // t is named by the catalog before `PUT 1`, still in a free page (its root unchanged
@@ -269,10 +281,7 @@ fn recover_names_the_tables_under_a_damaged_catalog_branch() {
     }
     script.push_str("COMMIT\n");
     assert!(cairn(&[path(&a)], script.as_bytes()).status.success());
-    let info = cairn_engine::inspect(&a).unwrap_or_else(|e| panic!("{e}"));
-    let Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) = info.slots.first() else {
-        panic!("{info:?}");
-    };
+    let catalog_page = catalog_page(&a);
     let page = text(
         &cairn(
             &[
@@ -289,13 +298,7 @@ fn recover_names_the_tables_under_a_damaged_catalog_branch() {
         page.contains("branch"),
         "the catalog's root is a branch: {page}"
     );
-    let mut bytes = std::fs::read(&a).unwrap_or_default();
-    let at = usize::try_from(catalog_page * 4096 + 100).unwrap_or(usize::MAX);
-    bytes[at] ^= 0x55;
-    std::fs::write(&a, bytes).unwrap_or_else(|e| panic!("{e}"));
-    let o = cairn(&["recover", path(&a), path(&b)], b"");
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
-    let err = text(&o.stderr);
+    let err = recover_damaged_page(&a, catalog_page, &b);
     assert!(err.contains("found: 401 tables"), "{err}");
     let tables = text(&cairn(&[path(&b), "-c", "TABLES"], b"").stdout);
     let want: String = std::iter::once("main\t0\n".to_owned())
