@@ -594,7 +594,7 @@ impl Shell {
 /// A key or value for people: text or hex, or with `integers`, the integer 8 bytes that
 /// are not text store.
 fn cell(bytes: &[u8], integers: bool) -> Cell<'_> {
-    match as_integer(bytes).filter(|_| integers) {
+    match integers.then(|| as_integer(bytes)).flatten() {
         Some(n) => Cell::Number(n),
         None => Cell::Text(display_bytes(bytes)),
     }
