@@ -64,7 +64,9 @@ pub struct Lost {
 pub enum Salvaged<'a> {
     /// A table; its entries follow. A tree no page that verifies leads to any more comes
     /// under the name a part of the catalog found with it or an older catalog gives it,
-    /// else `lost_and_found_<page>` (see [`SalvageReport::lost_and_found`]).
+    /// else `lost_and_found_<page>` (see [`SalvageReport::lost_and_found`]); a subtree under
+    /// a damaged page of a table comes back under that table's name, which then comes a
+    /// second time (see [`SalvageReport::rejoined`]).
     Table(&'a str),
     /// An entry of the last table named.
     Entry(&'a [u8], &'a [u8]),
@@ -115,6 +117,12 @@ pub struct SalvageReport {
     /// free page does (that very page, with that checksum), else `lost_and_found_<page>`.
     /// Their entries count in `entries`.
     pub lost_and_found: u64,
+    /// Subtrees no page that verifies leads to, whose keys all lie in a range one table
+    /// lost (under a damaged branch of it): handed over again under that table's name
+    /// (a [`Salvaged::Table`] of a name already given, then their entries), unless the
+    /// catalog lost something too. Their entries count in `entries`; the range stays in
+    /// `lost` (the damaged page itself is).
+    pub rejoined: u64,
     /// Entries handed over from the tree (not counting the log's changes).
     pub entries: u64,
     /// Everything that could not be read.
@@ -239,9 +247,22 @@ pub fn salvage_storage(
                 walk.catalog_part(each, orphan.root)?;
             }
         }
+        // A subtree whose keys lie in a range one table lost (under a damaged branch of
+        // it) goes back to that table; when the catalog lost something too, a table's
+        // whole tree may be among them, and nothing is put back.
+        let catalog_lost = walk.lost.iter().any(|l| l.table.is_none());
         for orphan in tables {
-            if !walk.seen.contains(&orphan.root.page) {
-                walk.lost_and_found(each, orphan.root, orphan.name)?;
+            if walk.seen.contains(&orphan.root.page) {
+                continue;
+            }
+            let home = orphan
+                .span
+                .as_ref()
+                .filter(|_| !catalog_lost)
+                .and_then(|(first, last)| home_table(&walk.lost, first, last));
+            match home {
+                Some(table) => walk.rejoin(each, orphan.root, &table)?,
+                None => walk.lost_and_found(each, orphan.root, orphan.name)?,
             }
         }
     }
@@ -252,6 +273,7 @@ pub fn salvage_storage(
         entries: walk.entries,
         lost: walk.lost,
         lost_and_found: walk.found,
+        rejoined: walk.rejoined,
         logged_commits: 0,
     };
     for (page, payload) in &log {
@@ -342,4 +364,20 @@ struct Score {
     whole: bool,
     read: u64,
     reaches: u64,
+}
+
+/// The one table that lost a key range holding every key from `first` to `last`, if
+/// exactly one did.
+fn home_table(lost: &[Lost], first: &[u8], last: &[u8]) -> Option<String> {
+    let mut homes = lost.iter().filter_map(|l| match (&l.table, &l.keys) {
+        (Some(table), LostKeys::Range { from, to })
+            if from.as_deref().is_none_or(|f| first >= f)
+                && to.as_deref().is_none_or(|t| last < t) =>
+        {
+            Some(table)
+        }
+        _ => None,
+    });
+    let home = homes.next()?;
+    homes.all(|t| t == home).then(|| home.clone())
 }

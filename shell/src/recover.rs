@@ -308,6 +308,15 @@ fn summary(file: &str, report: &SalvageReport, not_recovered: &[String]) -> Exit
             report.lost_and_found
         );
     }
+    if report.rejoined > 0 {
+        let _ = writeln!(
+            err,
+            "found: {} subtrees under damaged pages whose pages verify, handed back to the \
+             table whose lost range holds their keys (the lost lines below name the damaged \
+             pages)",
+            report.rejoined
+        );
+    }
     for lost in &report.lost {
         let _ = writeln!(err, "lost: {}", describe(lost));
     }

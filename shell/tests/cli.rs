@@ -309,6 +309,36 @@ fn recover_names_the_tables_under_a_damaged_catalog_branch() {
     assert_eq!(got, "k\ttable 123\n");
 }
 
+/// A damaged branch of a table: the subtrees under it that verify go back to the table,
+/// whole, and the summary says so.
+#[test]
+fn recover_hands_the_subtrees_under_a_damaged_branch_back_to_their_table() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (dir.path().join("a.cairn"), dir.path().join("b.cairn"));
+    let mut script = String::from("CREATE TABLE t\nUSE t\nBEGIN\n");
+    for i in 0u32..3000 {
+        script.push_str(&format!("PUT 'key{i:05}' 'value {i}'\n"));
+    }
+    script.push_str("COMMIT\n");
+    assert!(cairn(&[path(&a)], script.as_bytes()).status.success());
+    let branch = cairn_engine::Database::builder()
+        .read_only(true)
+        .open(&a)
+        .and_then(|db| db.pages())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .find(|p| p.kind == "branch" && p.owner == "t")
+        .map(|p| p.page)
+        .unwrap_or_else(|| panic!("t has no branch"));
+    let err = recover_damaged_page(&a, branch, &b);
+    assert!(err.contains("handed back to the table"), "{err}");
+    assert!(err.contains("lost: table 't'"), "{err}");
+    let tables = text(&cairn(&[path(&b), "-c", "TABLES"], b"").stdout);
+    assert_eq!(tables, "main\t0\nt\t3000\n");
+    let got = text(&cairn(&[path(&b), "-c", "USE t; GET 'key01234'"], b"").stdout);
+    assert_eq!(got, "key01234\tvalue 1234\n");
+}
+
 #[test]
 fn logsize_chooses_the_commit_log_of_a_new_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

@@ -38,6 +38,8 @@ pub(super) struct Orphan {
     pub name: Option<String>,
     /// Whether the subtree is part of the catalog, naming tables.
     pub catalog: bool,
+    /// Its first and last keys, where the leaves at its two edges verify.
+    pub span: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// The subtrees no walked page leads to, in page order; `seen` holds the tree pages the
@@ -100,10 +102,15 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
             };
             let name = names.get(&(root.page, root.crc)).cloned();
             let catalog = is_catalog_part(snap, page);
+            let first = edge_leaf(snap, page, true).and_then(|l| l.key(0).ok());
+            let last = edge_leaf(snap, page, false)
+                .and_then(|l| l.len().checked_sub(1).and_then(|i| l.key(i).ok()));
+            let span = first.zip(last).map(|(a, b)| (a.to_vec(), b.to_vec()));
             Some(Orphan {
                 root,
                 name,
                 catalog,
+                span,
             })
         })
         .collect()
@@ -162,34 +169,36 @@ fn table_records<'a>(leaf: &LeafPage<'a>) -> Option<Vec<(&'a [u8], TableMeta)>> 
         .collect()
 }
 
-/// Whether the subtree at `root` is part of a catalog: its leftmost leaf, reached through
-/// children whose checksums hold, holds tables' records only, and one of them at least
-/// names a root whose checksum holds.
-fn is_catalog_part(snap: &Snapshot, root: u64) -> bool {
-    let p = snap.page_size;
-    let holds = |r: ChildRef| {
-        snap.raw(r.page, p)
-            .is_ok_and(|bytes| checksum(r.page, bytes) == r.crc)
-    };
+/// Whether a reference's checksum holds for the page it names.
+fn holds(snap: &Snapshot, r: ChildRef) -> bool {
+    snap.raw(r.page, snap.page_size)
+        .is_ok_and(|bytes| checksum(r.page, bytes) == r.crc)
+}
+
+/// The leaf at the left (`leftmost`) or right edge of the subtree at `root`, reached
+/// through children whose checksums hold.
+fn edge_leaf(snap: &Snapshot, root: u64, leftmost: bool) -> Option<LeafPage<'_>> {
     let mut page = root;
     for _ in 0..MAX_DEPTH {
-        let Ok(bytes) = snap.raw(page, p) else {
-            return false;
-        };
-        match TreePage::parse(bytes, page) {
-            Ok(TreePage::Branch(b)) => match b.child(0) {
-                Ok(child) if holds(child) => page = child.page,
-                _ => return false,
-            },
-            Ok(TreePage::Leaf(leaf)) => {
-                return table_records(&leaf).is_some_and(|records| {
-                    records.iter().any(|(name, meta)| {
-                        std::str::from_utf8(name).is_ok() && meta.root.is_some_and(holds)
-                    })
-                });
+        match TreePage::parse(snap.raw(page, snap.page_size).ok()?, page).ok()? {
+            TreePage::Branch(b) => {
+                let child = b.child(if leftmost { 0 } else { b.keys() }).ok()?;
+                page = holds(snap, child).then_some(child.page)?;
             }
-            Err(_) => return false,
+            TreePage::Leaf(leaf) => return Some(leaf),
         }
     }
-    false
+    None
+}
+
+/// Whether the subtree at `root` is part of a catalog: its leftmost leaf holds tables'
+/// records only, and one of them at least names a root whose checksum holds.
+fn is_catalog_part(snap: &Snapshot, root: u64) -> bool {
+    edge_leaf(snap, root, true)
+        .and_then(|leaf| table_records(&leaf))
+        .is_some_and(|records| {
+            records.iter().any(|(name, meta)| {
+                std::str::from_utf8(name).is_ok() && meta.root.is_some_and(|r| holds(snap, r))
+            })
+        })
 }

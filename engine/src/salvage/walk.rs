@@ -20,6 +20,9 @@ pub(super) struct Walk<'s> {
     pub lost: Vec<Lost>,
     /// Tables of subtrees no walked page leads to ([`Walk::lost_and_found`]).
     pub found: u64,
+    /// Subtrees no walked page leads to, handed back to the table that lost their keys
+    /// ([`Walk::rejoin`]).
+    pub rejoined: u64,
     /// The names of the tables handed over.
     names: HashSet<String>,
 }
@@ -39,6 +42,7 @@ impl<'s> Walk<'s> {
             entries: 0,
             lost: Vec::new(),
             found: 0,
+            rejoined: 0,
             names: HashSet::new(),
         }
     }
@@ -84,6 +88,19 @@ impl<'s> Walk<'s> {
         self.tree(each, None, root, (None, None), 0)?;
         self.found += self.tables - before;
         Ok(())
+    }
+
+    /// A subtree no walked page leads to whose keys lie in a range `table` lost: handed
+    /// over again under that table's name, counted in `rejoined`.
+    pub fn rejoin(
+        &mut self,
+        each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
+        root: ChildRef,
+        table: &str,
+    ) -> Result<()> {
+        each(Salvaged::Table(table))?;
+        self.rejoined += 1;
+        self.tree(each, Some(table), root, (None, None), 0)
     }
 
     /// A subtree no walked page leads to (`orphans.rs`), as a table of its own: under the
