@@ -106,6 +106,9 @@ pub(crate) struct Inner {
     pub lock_file: Option<std::fs::File>,
     /// Whether this is a private copy of the file with its log applied (`private_copy.rs`).
     pub private_copy: bool,
+    /// Commit slots recovery refused at opening (their commit did not verify): a reader
+    /// following a writer in another process does not move to one (`follow.rs`).
+    pub rejected: Vec<Slot>,
     /// For a private copy of a file: the file, whose byte-range lock pins the commits the
     /// copy reads, for as long as the copy is open.
     pub pin: Option<std::fs::File>,

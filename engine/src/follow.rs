@@ -32,21 +32,48 @@ impl Inner {
         Ok(slots)
     }
 
+    /// Whether `slot` names a commit a file of `len` bytes can hold (with an id in range),
+    /// other than one recovery refused at opening.
+    fn fits(&self, slot: &Slot, len: u64) -> bool {
+        slot.txid_in_range()
+            && !self.rejected.contains(slot)
+            && slot.page_count >= FIRST_DATA_PAGE
+            && slot.page_count.saturating_mul(self.page_size as u64) <= len
+    }
+
     /// The newest intact commit slot in the file that the file is long enough for.
     fn newest_slot(&self) -> Result<Option<Slot>> {
         self.storage.refresh()?;
         let len = self.storage.len();
-        let fits = |s: &Slot| {
-            s.txid_in_range()
-                && s.page_count >= FIRST_DATA_PAGE
-                && s.page_count.saturating_mul(self.page_size as u64) <= len
-        };
         Ok(self
             .read_slots()?
             .into_iter()
             .flatten()
-            .filter(fits)
+            .filter(|s| self.fits(s, len))
             .max_by_key(|s| s.txid))
+    }
+
+    /// Whether the slots name a commit newer than `txid` that the file holds. A writer
+    /// grows the file (and syncs the growth) before a slot names the new pages, so a newer
+    /// slot the file seemed too short for is looked at again against its length read now:
+    /// then it fits, or it is damage (a file cut short), which recovery skips too.
+    fn newer_commit(&self, txid: u64) -> Result<bool> {
+        let newer: Vec<Slot> = self
+            .read_slots()?
+            .into_iter()
+            .flatten()
+            .filter(|s| s.txid > txid && s.txid_in_range())
+            .collect();
+        if newer.is_empty() {
+            return Ok(false);
+        }
+        let len = self.storage.len();
+        if newer.iter().any(|s| self.fits(s, len)) {
+            return Ok(true);
+        }
+        self.storage.refresh()?;
+        let len = self.storage.len();
+        Ok(newer.iter().any(|s| self.fits(s, len)))
     }
 
     /// Registers a reader of the newest commit in the file and returns its snapshot.
@@ -77,17 +104,9 @@ impl Inner {
                 }
                 snapshot
             };
-            // Any newer commit counts here, even one the file is not yet long enough for
-            // (but not a damaged id: no writer writes one).
-            let again = self
-                .read_slots()?
-                .into_iter()
-                .flatten()
-                .filter(Slot::txid_in_range)
-                .map(|s| s.txid)
-                .max();
-            let again = again.unwrap_or(0);
-            if again <= snapshot.txid() {
+            // A newer commit the file holds means a writer may have gone past the pin's
+            // reach: begin again with it.
+            if !self.newer_commit(snapshot.txid())? {
                 return Ok(snapshot);
             }
             self.end_read(snapshot.txid());

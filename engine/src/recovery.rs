@@ -31,6 +31,9 @@ pub(crate) struct Opened {
     /// The committed transactions after it that only the commit log holds, to replay:
     /// `(record's page, payload)`, in commit order.
     pub log: Vec<(u64, Vec<u8>)>,
+    /// The newer slots refused because their commit did not verify (pages damaged or
+    /// torn, a log that does not read): a read-only process's readers do not move to them.
+    pub rejected: Vec<Slot>,
 }
 
 /// The commit log's size: 2 MiB, or 16 pages if more. A record of a single-put commit
@@ -196,6 +199,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
     // the log after it) looks for damage in the log when its records stop short of it.
     let newest = slots.first().map(|(s, _)| s.txid).filter(|_| writable);
     let mut shortest_needed = None;
+    let mut rejected = Vec::new();
     for (slot, i) in slots {
         if writable && !slot.records_freelist() {
             // A logged commit: its free set was only in the writer's memory. The durable
@@ -258,9 +262,13 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
                     freelist,
                     slot_index: i,
                     log,
+                    rejected,
                 });
             }
-            Err(e) => reasons[i] = format!("commit {}: {e}", slot.txid),
+            Err(e) => {
+                reasons[i] = format!("commit {}: {e}", slot.txid);
+                rejected.push(slot);
+            }
         }
     }
     if let Some(expected) = shortest_needed

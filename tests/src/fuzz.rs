@@ -181,9 +181,14 @@ pub fn script(data: &[u8]) {
 
 /// Any bytes as a database file: salvaging, opening (read-only, then for writing:
 /// replaying the commit log's records, then committing), listing, scanning both ways,
-/// reading and checking return errors or data, never a panic or a hang.
+/// reading and checking return errors or data, never a panic or a hang. An input whose
+/// last byte is a multiple of 8 is also opened read-only from a file, which must show
+/// what its bytes in memory show.
 pub fn open(data: &[u8]) {
     let copied = read(data);
+    if data.last().is_some_and(|b| b % 8 == 0) {
+        from_a_file(data);
+    }
     let Ok(storage) = MemoryStorage::from_bytes(data) else {
         return;
     };
@@ -335,6 +340,39 @@ fn read(data: &[u8]) -> Option<Summary> {
     let copied = db.is_private_copy().then(|| summary(&db)).flatten();
     read_all(&db);
     copied
+}
+
+/// Opens `data` read-only from a file, as well as from memory: the file's map (a private
+/// one, for a private copy) and its pins must show what the memory opening shows.
+fn from_a_file(data: &[u8]) {
+    let Ok(dir) = tempfile::tempdir() else { return };
+    let path = dir.path().join("input.cairn");
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let from_memory = MemoryStorage::from_bytes(data).ok().and_then(|storage| {
+        Database::builder()
+            .read_only(true)
+            .with_storage(Arc::new(storage), false, None)
+            .ok()
+    });
+    let from_file = Database::builder().read_only(true).open(&path).ok();
+    match (&from_memory, &from_file) {
+        (Some(m), Some(f)) => {
+            assert_eq!(m.is_private_copy(), f.is_private_copy());
+            assert!(
+                summary(m) == summary(f),
+                "a file opened read-only shows other tables or rows than its bytes in memory"
+            );
+            read_all(f);
+        }
+        (None, None) => {}
+        _ => panic!(
+            "read-only from memory {}, from a file {}",
+            from_memory.is_some(),
+            from_file.is_some()
+        ),
+    }
 }
 
 fn read_all(db: &Database) {

@@ -420,3 +420,107 @@ fn a_commit_past_the_id_range_is_refused_not_lost() -> Result<(), Error> {
     assert!(db.check()?.is_ok());
     Ok(())
 }
+
+/// A file cut short after its newest commit grew it: opening falls back to the commit
+/// before (the newest "needs" more bytes), and a read-only process's readers read that
+/// one. They used to retry for the newer commit until they gave up ("commits in another
+/// process kept racing past this reader"): a writer grows the file before a slot names the
+/// new pages, so a slot the file is too short for is damage, not a commit in flight.
+#[test]
+fn readers_of_a_file_cut_short_after_its_newest_commit_read_the_one_before() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("short.cairn");
+    let db = Database::builder().page_size(1024).create(&path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.open_table("t")?.insert(b"small", b"value")?;
+    w.commit()?;
+    db.sync()?;
+    let before = db.begin_read()?.txid();
+    let mut w = db.begin_write()?;
+    w.open_table("t")?.insert(b"large", &vec![7u8; 3 << 20])?;
+    w.commit()?;
+    // (Read while the writer holds the file: what its death would leave.)
+    let image = std::fs::read(&path)?;
+    let info = cairn_engine::inspect(&path)?;
+    drop(db);
+    let older = info
+        .slots
+        .iter()
+        .filter_map(|s| match s {
+            cairn_engine::SlotInfo::Valid {
+                txid, page_count, ..
+            } if *txid == before => Some(*page_count),
+            _ => None,
+        })
+        .next();
+    let Some(older) = older else {
+        panic!("no slot of commit {before}: {info:?}");
+    };
+    let cut = usize::try_from(older * 1024).unwrap_or(usize::MAX);
+    assert!(cut < image.len(), "the newest commit grew the file");
+    std::fs::write(&path, &image[..cut])?;
+    let ro = Database::builder().read_only(true).open(&path)?;
+    let read = ro.begin_read()?;
+    assert_eq!(read.txid(), before);
+    let t = read.open_table("t")?;
+    assert_eq!(t.get(b"small")?, Some(&b"value"[..]));
+    assert_eq!(t.get(b"large")?, None);
+    Ok(())
+}
+
+/// A file whose newest commit does not verify (a page it wrote is damaged): opening falls
+/// back to the commit before, and a read-only process's readers stay there rather than
+/// move to the refused one; when a writer then opens the file (refusing it too) and
+/// commits under lower ids, they follow it. They used to move to the refused commit and
+/// read damage, and then ignore the writer's commits until its ids passed that one's.
+#[test]
+fn readers_never_move_to_a_commit_recovery_refused() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("refused.cairn");
+    let db = Database::builder()
+        .page_size(1024)
+        .log_size(0)
+        .create(&path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.open_table("t")?.insert(b"k", b"durable")?;
+    w.commit()?;
+    let durable = db.begin_read()?.txid();
+    let mut w = db.begin_write()?;
+    w.set_durability(cairn_engine::Durability::Eventual);
+    w.open_table("t")?.insert(b"k", b"newer")?;
+    w.commit()?;
+    let leaf = db
+        .pages()?
+        .into_iter()
+        .find(|p| p.kind == "leaf" && p.owner == "t")
+        .map(|p| p.page);
+    let Some(leaf) = leaf else {
+        panic!("no leaf of t");
+    };
+    // (Read while the writer holds the file: what its death would leave.)
+    let mut image = std::fs::read(&path)?;
+    drop(db);
+    let at = usize::try_from(leaf * 1024 + 100).unwrap_or(usize::MAX);
+    image[at] ^= 0xff;
+    std::fs::write(&path, &image)?;
+
+    let ro = Database::builder().read_only(true).open(&path)?;
+    let read = ro.begin_read()?;
+    assert_eq!(
+        read.txid(),
+        durable,
+        "the reader stays at the commit recovery chose"
+    );
+    assert_eq!(read.open_table("t")?.get(b"k")?, Some(&b"durable"[..]));
+    drop(read);
+    let writer = Database::open(&path)?;
+    let mut w = writer.begin_write()?;
+    w.open_table("t")?.insert(b"k", b"after")?;
+    w.commit()?;
+    let read = ro.begin_read()?;
+    assert!(read.txid() > durable, "the reader follows the writer");
+    assert_eq!(read.open_table("t")?.get(b"k")?, Some(&b"after"[..]));
+    Ok(())
+}

@@ -265,6 +265,7 @@ impl Builder {
             read_only: self.read_only,
             lock_file,
             private_copy: false,
+            rejected: std::mem::take(&mut opened.rejected),
             pin: None,
             file_backed,
             durability: self.durability,
