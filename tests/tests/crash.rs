@@ -38,8 +38,11 @@ struct Tally {
     compactions: usize,
     /// Cuts whose read-only opening applied the log to a private copy.
     private_copies: usize,
+    /// Cuts also opened read-only from a file.
+    file_openings: usize,
     /// Read-only openings that failed, or showed other than the writable opening where
-    /// they replayed the same log (or, not replaying, a state never committed).
+    /// they replayed the same log (or, not replaying, a state never committed), or, opened
+    /// from a file, other than the same bytes in memory.
     read_only_wrong: usize,
     /// Second power cuts right after an opening that replayed (everything it wrote
     /// synced), or in the middle of it, whose file did not open at the same state.
@@ -48,6 +51,16 @@ struct Tally {
 
 fn contents(db: &Database) -> Result<State, Error> {
     cairn_tests::entries(db, "t")
+}
+
+/// `image` written to a file and opened read-only from there: whether a private copy, and
+/// what it holds.
+fn read_only_from_a_file(image: &[u8]) -> Result<(bool, State), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("cut.cairn");
+    std::fs::write(&path, image)?;
+    let db = Database::builder().read_only(true).open(&path)?;
+    Ok((db.is_private_copy(), contents(&db)?))
 }
 
 fn change(
@@ -215,6 +228,18 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
         tally.private_copies += usize::from(ro.is_private_copy());
         Ok((ro.is_private_copy(), contents(&ro)?))
     });
+    if !lie && rng.random_bool(0.25) {
+        // The same bytes as a file, opened read-only (a private map, pins, a reader that
+        // follows the slots): it must show what they show in memory.
+        tally.file_openings += 1;
+        let from_file = read_only_from_a_file(&image);
+        if from_file.as_ref().ok() != read_only.as_ref().ok() {
+            eprintln!(
+                "seed {seed}: read-only from a file {from_file:?}, from memory {read_only:?}"
+            );
+            tally.read_only_wrong += 1;
+        }
+    }
     let reopened = Arc::new(MemoryStorage::from_bytes(&image)?);
     let db = match Database::builder().with_storage(reopened.clone(), false, None) {
         Ok(db) => db,
