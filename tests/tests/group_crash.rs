@@ -5,8 +5,9 @@
 //!
 //! Every cut must open and pass `check()`; every batch acknowledged as durable must be
 //! there whole, with every batch its thread committed before it; no batch may be there in
-//! part. The same holds opened read-only, and after a second cut right after an opening
-//! that applied the commit log.
+//! part. The same holds opened read-only (a quarter of the cuts also from a file, which
+//! must show what the bytes show in memory), and after a second cut right after an
+//! opening that applied the commit log.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +21,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const THREADS: usize = 4;
+
+/// A table's entries, in key order.
+type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// A batch one thread committed: its keys and values, and whether it was durable.
 #[derive(Debug, Clone)]
@@ -105,6 +109,18 @@ struct Tally {
     in_doubt_kept: usize,
     /// Online compactions that committed a step beside the group commits.
     compactions: usize,
+    /// Cuts also opened read-only from a file.
+    file_openings: usize,
+}
+
+/// `image` written to a file and opened read-only from there: whether a private copy, and
+/// what it holds.
+fn read_only_from_a_file(image: &[u8]) -> Result<(bool, Rows), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("cut.cairn");
+    std::fs::write(&path, image)?;
+    let db = Database::builder().read_only(true).open(&path)?;
+    Ok((db.is_private_copy(), table(&db)?))
 }
 
 /// One life: threads commit batches until the process dies, then a power cut. Returns
@@ -179,7 +195,18 @@ fn life(seed: u64, tally: &mut Tally) -> Result<Vec<String>, Error> {
     // (Not applying the log, a read-only opening may open a newer commit whose record was
     // not yet durable, which a writable one drops: it is judged as the cut's state is.)
     let mut wrong = Vec::new();
-    match open_image(&image, true).and_then(|ro| Ok((ro.is_private_copy(), table(&ro)?))) {
+    let read_only = open_image(&image, true).and_then(|ro| Ok((ro.is_private_copy(), table(&ro)?)));
+    if rng.random_bool(0.25) {
+        // The same bytes as a file, opened read-only: what they show in memory.
+        tally.file_openings += 1;
+        let from_file = read_only_from_a_file(&image);
+        if from_file.as_ref().ok() != read_only.as_ref().ok() {
+            wrong.push(format!(
+                "read-only from a file {from_file:?}, from memory {read_only:?}"
+            ));
+        }
+    }
+    match read_only {
         Ok((true, seen)) if seen == found => {}
         Ok((false, seen)) => wrong.extend(
             problems(&sent, &in_doubt, &seen)
