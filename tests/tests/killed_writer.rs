@@ -1,8 +1,8 @@
 //! Killed writers: a child process commits in a loop, printing each acknowledged commit;
-//! the parent kills it (SIGKILL) at a random moment, reopens the file, and checks that the
-//! file passes `check()` and holds every acknowledged commit. Some kills land while the
-//! child is still opening, during recovery of the previous kill; others while a child is
-//! creating the file. The child compacts online beside its commits (since the fortieth
+//! the parent kills it (SIGKILL) at a random moment, reopens the file (read-only, then for
+//! writing), and checks that the file passes `check()` and holds every acknowledged
+//! commit. Some kills land while the child is still opening, during recovery of the
+//! previous kill; others while a child is creating the file. The child compacts online beside its commits (since the fortieth
 //! session), so kills land in compaction steps too.
 
 use std::io::{BufRead, BufReader};
@@ -69,7 +69,7 @@ fn killed_writers_lose_no_acknowledged_commit() -> Result<(), Box<dyn std::error
     let path = dir.path().join("killed.cairn");
     let kills = scale("CAIRN_KILLS", 20);
     let mut acknowledged: Option<u64> = None;
-    let mut compactions = 0;
+    let (mut compactions, mut read_only_copies) = (0, 0);
     for kill in 0..kills {
         let mut child = spawn("killed_writers_lose_no_acknowledged_commit", CHILD, &path)?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
@@ -99,6 +99,17 @@ fn killed_writers_lose_no_acknowledged_commit() -> Result<(), Box<dyn std::error
         if !path.exists() {
             continue;
         }
+        // Read-only first (it writes nothing: a private copy where the log holds commits
+        // to apply): it holds every acknowledged commit too.
+        if let Some(n) = acknowledged {
+            let ro = Database::builder().read_only(true).open(&path)?;
+            let r = ro.begin_read()?;
+            assert!(
+                r.open_table("t")?.get(&n.to_be_bytes())?.is_some(),
+                "kill {kill}: acknowledged commit {n} missing read-only"
+            );
+            read_only_copies += usize::from(ro.is_private_copy());
+        }
         let db = Database::open(&path)?;
         let report = db.check()?;
         assert!(report.is_ok(), "kill {kill}: {:?}", report.problems);
@@ -113,7 +124,8 @@ fn killed_writers_lose_no_acknowledged_commit() -> Result<(), Box<dyn std::error
     }
     eprintln!(
         "{kills} kills; newest acknowledged commit {acknowledged:?}; {compactions} online \
-         compactions that moved pages; 0 lost, 0 failing check()"
+         compactions that moved pages; {read_only_copies} read-only openings applied the log \
+         to a private copy; 0 lost, 0 failing check()"
     );
     assert!(
         acknowledged.is_some_and(|n| n > 10),
