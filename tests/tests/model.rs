@@ -2,7 +2,8 @@
 //! removes (of keys, of ranges, by a rule on key and value, of the first or last entry),
 //! gets, ranges both ways, commits, rollbacks, savepoints (taken, rolled back to and
 //! released, nested), table drops, online compaction and reopening the file, with the
-//! integrity check clean after every reopen.
+//! integrity check clean after every reopen; a read-only handle on the file follows the
+//! commits and must show them.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -207,6 +208,9 @@ fn run(
     let path = dir.path().join("model.cairn");
     let open = |path: &std::path::Path, page_size| open(path, page_size, txn_memory);
     let mut db = open(&path, page_size);
+    // A read-only handle on the same file, following the writer's commits as a reader in
+    // another process does: every commit it is asked about, it shows.
+    let follower = Database::builder().read_only(true).open(&path)?;
     let (mut spilled, mut compactions) = (0, 0);
     let max = db.max_key_len();
     let mut committed: Model = BTreeMap::new();
@@ -373,6 +377,9 @@ fn run(
                 }
                 txn.commit()?;
                 committed = working.clone();
+                if rng.random_bool(0.2) {
+                    assert_matches(&follower, &committed)?;
+                }
                 if rng.random_bool(0.1) {
                     // Online compaction moves and merges nodes, which the next
                     // transactions then change: nothing may read differently.
@@ -397,6 +404,7 @@ fn run(
                 drop(db);
                 db = open(&path, page_size);
                 assert_matches(&db, &committed)?;
+                assert_matches(&follower, &committed)?;
                 txn = db.begin_write()?;
             }
         }
