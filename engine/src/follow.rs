@@ -7,6 +7,10 @@
 //! its pages without seeing the pin began before that commit was the newest, and the
 //! writer reuses only pages freed by commits up to its durable one, never past the
 //! newest (docs/design.md#readers-in-other-processes).
+//!
+//! A slot counts only with an id in range, a file long enough for it, and not one that
+//! recovery refused when this process opened the file: a writer refuses it too, and
+//! commits under lower ids over it.
 
 use std::sync::Arc;
 
