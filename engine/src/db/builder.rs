@@ -251,6 +251,13 @@ impl Builder {
             let page_size = opened.snapshot.page_size;
             return private_copy::open(self, storage, path, lock_file, page_size);
         }
+        // Beside a writer process the slots are live: a refusal then was a race, not
+        // damage, and the readers need not skip the slot.
+        let rejected = if lock_file.as_ref().is_some_and(crate::lock::writer_alive) {
+            Vec::new()
+        } else {
+            std::mem::take(&mut opened.rejected)
+        };
         let slot = opened.snapshot.slot;
         let page_size = opened.snapshot.page_size;
         let file_backed = if self.read_only && lock_file.is_some() {
@@ -265,7 +272,7 @@ impl Builder {
             read_only: self.read_only,
             lock_file,
             private_copy: false,
-            rejected: std::mem::take(&mut opened.rejected),
+            rejected,
             pin: None,
             file_backed,
             durability: self.durability,
