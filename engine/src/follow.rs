@@ -62,22 +62,21 @@ impl Inner {
     /// slot the file seemed too short for is looked at again against its length read now:
     /// then it fits, or it is damage (a file cut short), which recovery skips too.
     fn newer_commit(&self, txid: u64) -> Result<bool> {
-        let newer: Vec<Slot> = self
-            .read_slots()?
-            .into_iter()
-            .flatten()
-            .filter(|s| s.txid > txid && s.txid_in_range())
-            .collect();
-        if newer.is_empty() {
+        let slots = self.read_slots()?;
+        if !slots.iter().flatten().any(|s| s.txid > txid) {
             return Ok(false);
         }
-        let len = self.storage.len();
-        if newer.iter().any(|s| self.fits(s, len)) {
+        let held = |len: u64| {
+            slots
+                .iter()
+                .flatten()
+                .any(|s| s.txid > txid && self.fits(s, len))
+        };
+        if held(self.storage.len()) {
             return Ok(true);
         }
         self.storage.refresh()?;
-        let len = self.storage.len();
-        Ok(newer.iter().any(|s| self.fits(s, len)))
+        Ok(held(self.storage.len()))
     }
 
     /// Registers a reader of the newest commit in the file and returns its snapshot.
