@@ -261,7 +261,10 @@ pub fn salvage_storage(
                 .filter(|_| !catalog_lost)
                 .and_then(|(first, last)| home_table(&walk.lost, first, last));
             match home {
-                Some(table) => walk.rejoin(each, orphan.root, &table)?,
+                Some(home) => {
+                    let bounds = (home.from.as_deref(), home.to.as_deref());
+                    walk.rejoin(each, orphan.root, &home.table, bounds)?;
+                }
                 None => walk.lost_and_found(each, orphan.root, orphan.name)?,
             }
         }
@@ -366,18 +369,75 @@ struct Score {
     reaches: u64,
 }
 
+/// Where a subtree found under a damaged page goes back: its table, and the key range
+/// that table lost there (the subtree's keys lie in it).
+struct Home {
+    table: String,
+    from: Option<Vec<u8>>,
+    to: Option<Vec<u8>>,
+}
+
 /// The one table that lost a key range holding every key from `first` to `last`, if
-/// exactly one did.
-fn home_table(lost: &[Lost], first: &[u8], last: &[u8]) -> Option<String> {
+/// exactly one did, with the narrowest such range.
+fn home_table(lost: &[Lost], first: &[u8], last: &[u8]) -> Option<Home> {
     let mut homes = lost.iter().filter_map(|l| match (&l.table, &l.keys) {
         (Some(table), LostKeys::Range { from, to })
             if from.as_deref().is_none_or(|f| first >= f)
                 && to.as_deref().is_none_or(|t| last < t) =>
         {
-            Some(table)
+            Some((table, from.as_deref(), to.as_deref()))
         }
         _ => None,
     });
-    let home = homes.next()?;
-    homes.all(|t| t == home).then(|| home.clone())
+    let (table, mut from, mut to) = homes.next()?;
+    // (`None` is unbounded: the narrowest range has the greatest start, the least end.)
+    for (other, f, t) in homes {
+        if other != table {
+            return None;
+        }
+        from = from.max(f);
+        to = match (to, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, None) => a,
+            (None, b) => b,
+        };
+    }
+    Some(Home {
+        table: table.clone(),
+        from: from.map(<[u8]>::to_vec),
+        to: to.map(<[u8]>::to_vec),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost(table: &str, from: Option<&str>, to: Option<&str>) -> Lost {
+        Lost {
+            table: Some(table.to_owned()),
+            page: 9,
+            keys: LostKeys::Range {
+                from: from.map(|f| f.as_bytes().to_vec()),
+                to: to.map(|t| t.as_bytes().to_vec()),
+            },
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_subtree_goes_home_to_the_one_table_whose_lost_range_holds_it() {
+        // A branch of t lost whole, then a branch under it: the narrower range bounds the
+        // walk of the subtree.
+        let ranges = [lost("t", None, None), lost("t", Some("c"), Some("m"))];
+        let home = home_table(&ranges, b"d", b"k");
+        assert!(home.as_ref().is_some_and(|h| h.table == "t"
+            && h.from.as_deref() == Some(&b"c"[..])
+            && h.to.as_deref() == Some(&b"m"[..])));
+        // Keys outside every range: no home; another table's range holding them too: none.
+        assert!(home_table(&ranges[1..], b"a", b"d").is_none());
+        let two = [lost("t", Some("c"), Some("m")), lost("u", None, Some("z"))];
+        assert!(home_table(&two, b"d", b"k").is_none());
+        assert!(home_table(&two, b"n", b"p").is_some_and(|h| h.table == "u"));
+    }
 }

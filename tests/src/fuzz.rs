@@ -345,18 +345,9 @@ fn read(data: &[u8]) -> Option<Summary> {
 /// Opens `data` read-only from a file, as well as from memory: the file's map (a private
 /// one, for a private copy) and its pins must show what the memory opening shows.
 fn from_a_file(data: &[u8]) {
-    let Ok(dir) = tempfile::tempdir() else { return };
-    let path = dir.path().join("input.cairn");
-    if std::fs::write(&path, data).is_err() {
-        return;
-    }
-    let from_memory = MemoryStorage::from_bytes(data).ok().and_then(|storage| {
-        Database::builder()
-            .read_only(true)
-            .with_storage(Arc::new(storage), false, None)
-            .ok()
-    });
-    let from_file = Database::builder().read_only(true).open(&path).ok();
+    let from_memory = crate::open_image(data, true).ok();
+    let from_file = crate::open_file_image(data);
+    let from_file = from_file.as_ref().ok().map(|(_dir, db)| db);
     match (&from_memory, &from_file) {
         (Some(m), Some(f)) => {
             assert_eq!(m.is_private_copy(), f.is_private_copy());

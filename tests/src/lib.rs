@@ -67,6 +67,17 @@ pub fn open_image(image: &[u8], read_only: bool) -> Result<Database, Error> {
     )
 }
 
+/// The database a file image opens as read-only from a file (a private map where the log
+/// holds commits to apply, pins, readers that follow the slots), with the directory that
+/// holds the file.
+pub fn open_file_image(image: &[u8]) -> Result<(tempfile::TempDir, Database), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("image.cairn");
+    std::fs::write(&path, image)?;
+    let db = Database::builder().read_only(true).open(&path)?;
+    Ok((dir, db))
+}
+
 /// A database that runs the integrity check when dropped, failing the test on a problem.
 #[derive(Debug)]
 pub struct Checked(pub Database);

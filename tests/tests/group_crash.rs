@@ -116,10 +116,7 @@ struct Tally {
 /// `image` written to a file and opened read-only from there: whether a private copy, and
 /// what it holds.
 fn read_only_from_a_file(image: &[u8]) -> Result<(bool, Rows), Error> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("cut.cairn");
-    std::fs::write(&path, image)?;
-    let db = Database::builder().read_only(true).open(&path)?;
+    let (_dir, db) = cairn_tests::open_file_image(image)?;
     Ok((db.is_private_copy(), table(&db)?))
 }
 

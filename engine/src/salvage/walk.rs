@@ -90,17 +90,19 @@ impl<'s> Walk<'s> {
         Ok(())
     }
 
-    /// A subtree no walked page leads to whose keys lie in a range `table` lost: handed
-    /// over again under that table's name, counted in `rejoined`.
+    /// A subtree no walked page leads to whose keys lie in the range `bounds` that `table`
+    /// lost: handed over again under that table's name, counted in `rejoined`. What fails
+    /// under it is reported within those bounds.
     pub fn rejoin(
         &mut self,
         each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
         root: ChildRef,
         table: &str,
+        bounds: Bounds<'_>,
     ) -> Result<()> {
         each(Salvaged::Table(table))?;
         self.rejoined += 1;
-        self.tree(each, Some(table), root, (None, None), 0)
+        self.tree(each, Some(table), root, bounds, 0)
     }
 
     /// A subtree no walked page leads to (`orphans.rs`), as a table of its own: under the
