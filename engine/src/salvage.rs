@@ -250,15 +250,23 @@ pub fn salvage_storage(
         // A subtree whose keys lie in a range one table lost (under a damaged branch of
         // it) goes back to that table; when the catalog lost something too, a table's
         // whole tree may be among them, and nothing is put back.
+        // A root has no checksum of its own: where a failed branch still names it, its bytes
+        // must match what that names (else it is damaged too, and stays lost), and only
+        // then does it go back to a table; one nothing vouches for stays unnamed.
         let catalog_lost = walk.lost.iter().any(|l| l.table.is_none());
+        let failed: Vec<u64> = walk.lost.iter().map(|l| l.page).collect();
         for orphan in tables {
             if walk.seen.contains(&orphan.root.page) {
+                continue;
+            }
+            let vouched = orphans::vouched(&snapshot, &failed, orphan.root);
+            if vouched == Some(false) {
                 continue;
             }
             let home = orphan
                 .span
                 .as_ref()
-                .filter(|_| !catalog_lost)
+                .filter(|_| !catalog_lost && vouched == Some(true))
                 .and_then(|(first, last)| home_table(&walk.lost, first, last));
             match home {
                 Some(home) => {

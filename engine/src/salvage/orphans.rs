@@ -10,8 +10,9 @@
 //! hold an old version of a page, whose entries would come back from the dead. A page
 //! found this way is a tree page that parses, written by the snapshot's commit or an
 //! earlier one; the subtrees' roots are those that no other found branch points at with
-//! a checksum that holds. A root itself has no checksum to verify (its parent failed);
-//! everything under it is verified as in any walk.
+//! a checksum that holds. A root's checksum is in its parent, which failed: where that
+//! page still parses, [`vouched`] compares them; everything under a root is verified as
+//! in any walk.
 //!
 //! A root gets its table's name back when an older version of the catalog, still in a
 //! free page, names it: an entry whose root reference is that page with that very
@@ -201,4 +202,20 @@ fn is_catalog_part(snap: &Snapshot, root: u64) -> bool {
                 std::str::from_utf8(name).is_ok() && meta.root.is_some_and(|r| holds(snap, r))
             })
         })
+}
+
+/// What the failed pages say of `root`: a failed branch that still parses names it with a
+/// checksum, which its bytes match (`Some(true)`) or not (`Some(false)`: the root is damaged
+/// too); `None` when no failed page that parses names it.
+pub(super) fn vouched(snap: &Snapshot, failed: &[u64], root: ChildRef) -> Option<bool> {
+    failed.iter().find_map(|&page| {
+        let bytes = snap.raw(page, snap.page_size).ok()?;
+        let TreePage::Branch(b) = TreePage::parse(bytes, page).ok()? else {
+            return None;
+        };
+        (0..=b.keys())
+            .filter_map(|i| b.child(i).ok())
+            .find(|child| child.page == root.page)
+            .map(|child| child.crc == root.crc)
+    })
 }
