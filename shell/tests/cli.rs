@@ -333,10 +333,24 @@ fn recover_hands_the_subtrees_under_a_damaged_branch_back_to_their_table() {
     let err = recover_damaged_page(&a, branch, &b);
     assert!(err.contains("handed back to the table"), "{err}");
     assert!(err.contains("lost: table 't'"), "{err}");
+    // Every entry is back: in t, but for a subtree whose reference in the damaged branch
+    // the damage hit (nothing vouches for it), which comes back unnamed.
     let tables = text(&cairn(&[path(&b), "-c", "TABLES"], b"").stdout);
-    assert_eq!(tables, "main\t0\nt\t3000\n");
-    let got = text(&cairn(&[path(&b), "-c", "USE t; GET 'key01234'"], b"").stdout);
-    assert_eq!(got, "key01234\tvalue 1234\n");
+    let counts: Vec<(&str, u64)> = tables
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(name, n)| (name, n.parse().unwrap_or(0)))
+        .collect();
+    let in_t = counts
+        .iter()
+        .find(|(name, _)| *name == "t")
+        .map_or(0, |c| c.1);
+    let unnamed: u64 = counts
+        .iter()
+        .filter(|(name, _)| name.starts_with("lost_and_found_"))
+        .map(|c| c.1)
+        .sum();
+    assert!(in_t > 2_500 && in_t + unnamed == 3_000, "{tables}");
 }
 
 #[test]
