@@ -123,6 +123,13 @@ pub struct SalvageReport {
     /// catalog lost something too. Their entries count in `entries`; the range stays in
     /// `lost` (the damaged page itself is).
     pub rejoined: u64,
+    /// Tables of [`lost_and_found`](Self::lost_and_found) whose root is a leaf nothing
+    /// vouches for: the failed page that named it no longer parses, or the damage hit the
+    /// very reference to it, and no older catalog names it. Its entries (for a leaf of
+    /// the catalog, the names of the tables it gives) are the page's bytes as they read,
+    /// checked by no checksum: damage that left the page parsing would show in them.
+    /// (Every other page handed over matched a checksum.)
+    pub unverified: Vec<String>,
     /// Entries handed over from the tree (not counting the log's changes).
     pub entries: u64,
     /// Everything that could not be read.
@@ -231,6 +238,7 @@ pub fn salvage_storage(
     };
     let mut walk = Walk::new(&snapshot);
     walk.catalog(each)?;
+    let mut unverified = Vec::new();
     // Pages under a failed tree page that still verify: tables of their own.
     if walk
         .lost
@@ -242,38 +250,53 @@ pub fn salvage_storage(
         let (catalog, tables): (Vec<_>, Vec<_>) = orphans::orphans(&snapshot, &walk.seen)
             .into_iter()
             .partition(|o| o.catalog);
-        for orphan in catalog {
-            if !walk.seen.contains(&orphan.root.page) {
-                walk.catalog_part(each, orphan.root)?;
-            }
-        }
-        // A subtree whose keys lie in a range one table lost (under a damaged branch of
-        // it) goes back to that table; when the catalog lost something too, a table's
-        // whole tree may be among them, and nothing is put back.
-        // A root has no checksum of its own: where a failed branch still names it, its bytes
-        // must match what that names (else it is damaged too, and stays lost), and only
-        // then does it go back to a table; one nothing vouches for stays unnamed.
-        let catalog_lost = walk.lost.iter().any(|l| l.table.is_none());
+        // A root has no checksum of its own. Where a failed page still names it, its bytes
+        // must match what that names: else the root or the reference is damaged. A leaf
+        // root of a table is then not read (its keys stay in the range reported lost); a
+        // branch root is, as a table of its own (its children are checked against the
+        // checksums it gives them, so what is read under it verifies). A leaf root nothing
+        // vouches for is read as it is, and reported unverified; so is a leaf of the
+        // catalog either way (only the names it gives could be wrong: each table's root is
+        // checked against the checksum its record gives). An older catalog naming a root
+        // vouches for it: it names that very checksum.
         let failed: Vec<u64> = walk.lost.iter().map(|l| l.page).collect();
-        for orphan in tables {
+        let parent = |orphan: &orphans::Orphan| orphans::vouched(&snapshot, &failed, orphan.root);
+        for orphan in catalog {
             if walk.seen.contains(&orphan.root.page) {
                 continue;
             }
-            let vouched = orphans::vouched(&snapshot, &failed, orphan.root);
-            if vouched == Some(false) {
+            let named = walk.catalog_part(each, orphan.root)?;
+            if orphan.leaf && parent(&orphan) != Some(true) {
+                unverified.extend_from_slice(named);
+            }
+        }
+        // A subtree whose keys lie in a range one table lost (under a damaged branch of
+        // it) goes back to that table, when the failed branch vouches for its root; when
+        // the catalog lost something too, a table's whole tree may be among them, and
+        // nothing is put back. Any other stays a table of its own.
+        let catalog_lost = walk.lost.iter().any(|l| l.table.is_none());
+        for orphan in tables {
+            let parent = parent(&orphan);
+            let vouched = orphan.name.as_ref().map_or(parent, |_| Some(true));
+            if walk.seen.contains(&orphan.root.page) || (orphan.leaf && vouched == Some(false)) {
                 continue;
             }
             let home = orphan
                 .span
                 .as_ref()
-                .filter(|_| !catalog_lost && vouched == Some(true))
+                .filter(|_| !catalog_lost && parent == Some(true))
                 .and_then(|(first, last)| home_table(&walk.lost, first, last));
             match home {
                 Some(home) => {
                     let bounds = (home.from.as_deref(), home.to.as_deref());
                     walk.rejoin(each, orphan.root, &home.table, bounds)?;
                 }
-                None => walk.lost_and_found(each, orphan.root, orphan.name)?,
+                None => {
+                    let name = walk.lost_and_found(each, orphan.root, orphan.name)?;
+                    if orphan.leaf && vouched.is_none() {
+                        unverified.push(name);
+                    }
+                }
             }
         }
     }
@@ -285,6 +308,7 @@ pub fn salvage_storage(
         lost: walk.lost,
         lost_and_found: walk.found,
         rejoined: walk.rejoined,
+        unverified,
         logged_commits: 0,
     };
     for (page, payload) in &log {

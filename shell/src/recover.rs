@@ -253,6 +253,9 @@ impl<W: Write> Script<'_, W> {
             report.logged_commits,
             report.lost.len()
         )?;
+        for name in &report.unverified {
+            writeln!(self.out, "-- unverified: {}", unverified(name))?;
+        }
         writeln!(self.out, "USE {DEFAULT_TABLE}\nCOMMIT")?;
         self.out.flush()
     }
@@ -290,6 +293,15 @@ fn describe(lost: &Lost) -> String {
     }
 }
 
+/// A table salvage read from a page no checksum covers, in words.
+fn unverified(name: &str) -> String {
+    format!(
+        "table {}: read from a page no checksum covers any more (the page that named it is \
+         damaged): damage there would show in its entries, or its name",
+        Literal::Text(name.to_owned())
+    )
+}
+
 /// Prints what was recovered and lost on standard error; the exit status.
 fn summary(file: &str, report: &SalvageReport, not_recovered: &[String]) -> ExitCode {
     let mut err = io::stderr().lock();
@@ -316,6 +328,9 @@ fn summary(file: &str, report: &SalvageReport, not_recovered: &[String]) -> Exit
              pages)",
             report.rejoined
         );
+    }
+    for name in &report.unverified {
+        let _ = writeln!(err, "unverified: {}", unverified(name));
     }
     for lost in &report.lost {
         let _ = writeln!(err, "lost: {}", describe(lost));

@@ -265,6 +265,18 @@ fn recover_finds_the_tables_under_a_damaged_catalog() {
             if found.starts_with("lost_and_found_") && found.ends_with("\t1")),
         "{tables}"
     );
+    // main's root is a leaf, and the page that named it is the damaged catalog: nothing
+    // vouches for its bytes, and the summary (and the script) say so.
+    let found = lines[0].split('\t').next().unwrap_or_default();
+    let said = format!("unverified: table '{found}': read from a page no checksum covers");
+    assert!(err.contains(&said), "{err}");
+    let o = cairn(&["recover", path(&a)], b"");
+    assert!(
+        text(&o.stdout).contains(&format!("-- {said}")),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(!err.contains("unverified: table 't'"), "{err}");
 }
 
 /// A damaged catalog branch: the catalog's leaves under it still verify, and the tables
@@ -351,6 +363,21 @@ fn recover_hands_the_subtrees_under_a_damaged_branch_back_to_their_table() {
         .map(|c| c.1)
         .sum();
     assert!(in_t > 2_500 && in_t + unnamed == 3_000, "{tables}");
+    // Such a subtree's root is a leaf read from bytes no checksum covers any more.
+    for (name, _) in counts
+        .iter()
+        .filter(|(n, _)| n.starts_with("lost_and_found_"))
+    {
+        assert!(
+            err.contains(&format!("unverified: table '{name}'")),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        err.matches("unverified:").count(),
+        counts.len() - 2,
+        "{err}"
+    );
 }
 
 #[test]

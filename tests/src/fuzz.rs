@@ -193,11 +193,17 @@ pub fn open(data: &[u8]) {
         return;
     };
     let mut handed = 0u64;
+    let mut names = std::collections::HashSet::new();
     if let Ok(report) = cairn_engine::salvage_storage(&storage, &mut |s| {
         handed += u64::from(matches!(s, cairn_engine::Salvaged::Entry(..)));
+        if let cairn_engine::Salvaged::Table(name) = s {
+            names.insert(name.to_owned());
+        }
         Ok(())
     }) {
         assert_eq!(report.entries, handed);
+        // Every table reported unverified was handed over.
+        assert!(report.unverified.iter().all(|n| names.contains(n)));
     }
     let Ok(db) = Database::builder().with_storage(Arc::new(storage), false, None) else {
         return;

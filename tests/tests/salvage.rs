@@ -392,6 +392,16 @@ fn the_subtrees_under_a_damaged_branch_go_back_to_their_table() -> Result<(), Er
     assert_eq!(got.get("beta"), model.get("beta"));
     assert!(report.rejoined > 1, "{}", report.rejoined);
     assert!(tables <= 1, "{tables} unnamed");
+    // The unnamed one is a leaf that nothing vouches for: reported unverified.
+    let unnamed: Vec<&String> = got
+        .keys()
+        .filter(|n| n.starts_with("lost_and_found_"))
+        .collect();
+    assert!(
+        report.unverified.iter().eq(unnamed.iter().copied()),
+        "{:?}",
+        report.unverified
+    );
     assert_eq!(
         (report.lost_and_found, report.tables, report.entries),
         (tables as u64, 3 + tables as u64, 4_000)
@@ -434,6 +444,124 @@ fn a_damaged_root_under_a_damaged_branch_is_not_handed_over() -> Result<(), Erro
             assert!(right, "a wrong entry in {table}");
         }
     }
+    Ok(())
+}
+
+/// A branch damaged so that it no longer parses vouches for none of its children: each
+/// leaf under it comes back as a table of its own, read as its bytes are, and is reported
+/// unverified — where a leaf was damaged too (and still parses), the damage shows only in
+/// a table so reported.
+#[test]
+fn leaves_nothing_vouches_for_are_reported_unverified() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("unparsed.cairn");
+    let model = build(&path)?;
+    let branches = pages_of(&path, "branch", "alpha")?;
+    let leaves = pages_of(&path, "leaf", "alpha")?;
+    let (Some(&branch), Some(&leaf)) = (branches.first(), leaves.get(leaves.len() / 2)) else {
+        panic!("alpha has no branch or leaf");
+    };
+    let mut bytes = std::fs::read(&path)?;
+    let at = |page: u64| usize::try_from(page * 4096).unwrap_or(usize::MAX);
+    // An unknown page kind: the branch fails to parse.
+    bytes[at(branch)] = 0x7f;
+    // A byte in the middle of one of the leaf's values (a run of 40 equal bytes).
+    let page = &bytes[at(leaf)..at(leaf) + 4096];
+    let Some(run) =
+        (0..4096 - 40).find(|&j| page[j] != 0 && page[j..j + 40].iter().all(|&b| b == page[j]))
+    else {
+        panic!("no value in leaf {leaf}");
+    };
+    bytes[at(leaf) + run + 20] ^= 0x01;
+    std::fs::write(&path, bytes)?;
+    let (got, _, report) = salvaged(&path)?;
+    let unnamed: Vec<&String> = got
+        .keys()
+        .filter(|n| n.starts_with("lost_and_found_"))
+        .collect();
+    assert!(unnamed.len() > 1, "{unnamed:?}");
+    assert!(
+        report.unverified.iter().eq(unnamed.iter().copied()),
+        "{:?} {unnamed:?}",
+        report.unverified
+    );
+    let damaged = format!("lost_and_found_{leaf}");
+    let mut wrong = Vec::new();
+    for (table, entries) in &got {
+        for (k, v) in entries {
+            if model.get(table).and_then(|m| m.get(k)) != Some(v)
+                && model.get("alpha").and_then(|m| m.get(k)) != Some(v)
+            {
+                wrong.push(table.clone());
+            }
+        }
+    }
+    assert!(
+        !wrong.is_empty() && wrong.iter().all(|t| *t == damaged),
+        "{wrong:?}, {damaged}"
+    );
+    assert_eq!(got.get("beta"), model.get("beta"));
+    Ok(())
+}
+
+/// A branch under a damaged branch, whose bytes no longer match the checksum the damaged
+/// one gives it, is damaged too (or the reference is): it is read all the same, as a table
+/// of its own, since every page under it is checked against the checksums it gives. What
+/// comes back is right, and only what a damaged reference loses is missing.
+#[test]
+fn a_damaged_branch_under_a_damaged_branch_still_gives_the_pages_under_it() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("deep.cairn");
+    let db = Database::create(&path)?;
+    let mut model = Model::new();
+    let mut w = db.begin_write()?;
+    let mut t = w.open_or_create_table("deep")?;
+    let m = model.entry("deep".to_owned()).or_default();
+    for i in 0u32..60_000 {
+        let (key, value) = (format!("key{i:06}").into_bytes(), vec![(i % 251) as u8; 40]);
+        t.insert(&key, &value)?;
+        m.insert(key, value);
+    }
+    w.commit()?;
+    db.close()?;
+    // The root and one branch under it.
+    let db = Database::builder().read_only(true).open(&path)?;
+    let branches = pages_of(&path, "branch", "deep")?;
+    let mut children = std::collections::HashSet::new();
+    for &b in &branches {
+        for e in db.page(b)?.entries {
+            if let cairn_engine::PageEntry::Branch { child, .. } = e {
+                children.insert(child);
+            }
+        }
+    }
+    drop(db);
+    let inner: Vec<u64> = branches
+        .iter()
+        .copied()
+        .filter(|b| children.contains(b))
+        .collect();
+    let roots: Vec<u64> = branches
+        .iter()
+        .copied()
+        .filter(|b| !children.contains(b))
+        .collect();
+    let (&[root], Some(&inner)) = (&roots[..], inner.get(inner.len() / 2)) else {
+        panic!("not three levels deep: {branches:?}");
+    };
+    damage(&path, root, 4096)?;
+    damage(&path, inner, 4096)?;
+    let (got, lost, _) = salvaged(&path)?;
+    let mut back = BTreeMap::new();
+    for entries in got.values() {
+        for (k, v) in entries {
+            assert_eq!(model["deep"].get(k), Some(v), "a wrong entry");
+            back.insert(k.clone(), v.clone());
+        }
+    }
+    // At most a leaf's worth is missing: what the damage in the inner branch hit.
+    let missing = model["deep"].len() - back.len();
+    assert!(missing < 100, "{missing} missing; {lost:?}");
     Ok(())
 }
 
@@ -546,5 +674,21 @@ fn the_tables_under_a_damaged_catalog_branch_come_back_named() -> Result<(), Err
     );
     assert!(got == model, "{:?}", got.keys().take(5).collect::<Vec<_>>());
     assert_eq!((report.lost_and_found, report.tables), (600, 600));
+    // The damaged branch still parses and vouches for every leaf under it.
+    assert!(report.unverified.is_empty(), "{:?}", report.unverified);
+    // Once it no longer parses, nothing vouches for the leaves: the tables still come
+    // back under the names they give, each reported unverified (a name could be wrong).
+    let mut bytes = std::fs::read(&path)?;
+    bytes[usize::try_from(catalog * 4096).unwrap_or(usize::MAX)] = 0x7f;
+    std::fs::write(&path, bytes)?;
+    let (got, _, report) = salvaged(&path)?;
+    assert!(got == model, "{:?}", got.keys().take(5).collect::<Vec<_>>());
+    let mut unverified = report.unverified.clone();
+    unverified.sort();
+    assert!(
+        unverified.iter().eq(model.keys()),
+        "{} unverified",
+        unverified.len()
+    );
     Ok(())
 }

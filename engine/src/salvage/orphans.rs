@@ -41,6 +41,12 @@ pub(super) struct Orphan {
     pub catalog: bool,
     /// Its first and last keys, where the leaves at its two edges verify.
     pub span: Option<(Vec<u8>, Vec<u8>)>,
+    /// Whether its root is a leaf: its entries (of a table, or a part of the catalog's
+    /// records) are then the root's own bytes, which no checksum covers unless a failed
+    /// page vouches for them ([`vouched`]) or an older catalog names the root. (A branch's
+    /// children are checked against the checksums it gives them, so the entries under it
+    /// verify whatever its bytes.)
+    pub leaf: bool,
 }
 
 /// The subtrees no walked page leads to, in page order; `seen` holds the tree pages the
@@ -101,6 +107,7 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
                 page,
                 crc: checksum(page, bytes),
             };
+            let leaf = matches!(TreePage::parse(bytes, page), Ok(TreePage::Leaf(_)));
             let name = names.get(&(root.page, root.crc)).cloned();
             let catalog = is_catalog_part(snap, page);
             let first = edge_leaf(snap, page, true).and_then(|l| l.key(0).ok());
@@ -112,6 +119,7 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
                 name,
                 catalog,
                 span,
+                leaf,
             })
         })
         .collect()

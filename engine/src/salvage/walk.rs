@@ -25,6 +25,8 @@ pub(super) struct Walk<'s> {
     pub rejoined: u64,
     /// The names of the tables handed over.
     names: HashSet<String>,
+    /// The names of the tables the catalog (or a part of it) named, in the order handed.
+    named: Vec<String>,
 }
 
 /// The name of a table of a subtree no walked page leads to, before its root's page number.
@@ -44,6 +46,7 @@ impl<'s> Walk<'s> {
             found: 0,
             rejoined: 0,
             names: HashSet::new(),
+            named: Vec::new(),
         }
     }
 
@@ -78,16 +81,16 @@ impl<'s> Walk<'s> {
     }
 
     /// A part of the catalog no walked page leads to (`orphans.rs`): the tables it names,
-    /// under their names, counted as found.
+    /// under their names, counted as found. Returns those names.
     pub fn catalog_part(
         &mut self,
         each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
         root: ChildRef,
-    ) -> Result<()> {
-        let before = self.tables;
+    ) -> Result<&[String]> {
+        let (before, from) = (self.tables, self.named.len());
         self.tree(each, None, root, (None, None), 0)?;
         self.found += self.tables - before;
-        Ok(())
+        Ok(&self.named[from..])
     }
 
     /// A subtree no walked page leads to whose keys lie in the range `bounds` that `table`
@@ -107,12 +110,13 @@ impl<'s> Walk<'s> {
 
     /// A subtree no walked page leads to (`orphans.rs`), as a table of its own: under the
     /// name an older catalog gives it, unless a table of that name was handed over.
+    /// Returns the name it was handed over under.
     pub fn lost_and_found(
         &mut self,
         each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
         root: ChildRef,
         name: Option<String>,
-    ) -> Result<()> {
+    ) -> Result<String> {
         let name = match name {
             Some(n) if self.names.insert(n.clone()) => n,
             _ => format!("{LOST_AND_FOUND}{}", root.page),
@@ -120,7 +124,8 @@ impl<'s> Walk<'s> {
         each(Salvaged::Table(&name))?;
         self.tables += 1;
         self.found += 1;
-        self.tree(each, Some(&name), root, (None, None), 0)
+        self.tree(each, Some(&name), root, (None, None), 0)?;
+        Ok(name)
     }
 
     /// Walks the subtree at `r`, holding the keys in `bounds`: of table `table`, or of the
@@ -250,6 +255,7 @@ impl<'s> Walk<'s> {
         each(Salvaged::Table(&name))?;
         self.tables += 1;
         self.names.insert(name.clone());
+        self.named.push(name.clone());
         match meta.root {
             Some(root) => self.tree(each, Some(&name), root, (None, None), 0),
             None => Ok(()),
