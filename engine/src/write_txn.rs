@@ -301,6 +301,24 @@ impl WriteTxn {
     /// [`Error::TableExists`], [`Error::InvalidTableName`] for an empty name or one longer
     /// than the key limit.
     pub fn create_table(&mut self, name: &str) -> Result<()> {
+        self.check_new_name(name)?;
+        let meta = TableMeta::default();
+        self.logged(None, LogOp::Create(name.as_bytes()), |txn| {
+            txn.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))
+        })?;
+        self.tables.insert(
+            name,
+            TableState {
+                loaded: Some(meta),
+                current: meta,
+                tail: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// That `name` may name a new table: not empty, within the key limit, not taken.
+    fn check_new_name(&mut self, name: &str) -> Result<()> {
         if name.is_empty() {
             return Err(Error::InvalidTableName(
                 name.to_owned(),
@@ -316,18 +334,6 @@ impl WriteTxn {
         if self.load(name)?.is_some() {
             return Err(Error::TableExists(name.to_owned()));
         }
-        let meta = TableMeta::default();
-        self.logged(None, LogOp::Create(name.as_bytes()), |txn| {
-            txn.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))
-        })?;
-        self.tables.insert(
-            name,
-            TableState {
-                loaded: Some(meta),
-                current: meta,
-                tail: None,
-            },
-        );
         Ok(())
     }
 
@@ -381,6 +387,36 @@ impl WriteTxn {
             })
         })?;
         self.tables.remove(name);
+        Ok(())
+    }
+
+    /// Gives table `from`, with its entries, the name `to`. Nothing is copied: the
+    /// catalog's record moves. (The commit log has no record of a rename: the commit of a
+    /// transaction that renames syncs the file instead of logging, as a large one does.)
+    ///
+    /// # Errors
+    /// [`Error::TableNotFound`] when there is no table `from`; as
+    /// [`WriteTxn::create_table`] for `to` ([`Error::TableExists`] when a table has that
+    /// name: renaming a table to its own name is one). Nothing changes then.
+    pub fn rename_table(&mut self, from: &str, to: &str) -> Result<()> {
+        self.undamaged()?;
+        let state = self
+            .load(from)?
+            .and_then(|id| self.tables.get(id))
+            .copied()
+            .ok_or_else(|| Error::TableNotFound(from.to_owned()))?;
+        self.check_new_name(to)?;
+        self.bound_memory()?;
+        // The record as the catalog holds it; the commit writes the table's new state
+        // under its new name when the transaction changed it.
+        let record = state.loaded.unwrap_or(state.current).encode();
+        self.with_catalog(|w, root| {
+            w.remove(root, from.as_bytes())?;
+            w.insert(root, to.as_bytes(), &record)
+        })?;
+        self.ops = None;
+        self.tables.remove(from);
+        self.tables.insert(to, state);
         Ok(())
     }
 

@@ -161,6 +161,14 @@ pub enum Statement {
         /// Whether `IF EXISTS` was written.
         if_exists: bool,
     },
+    /// `RENAME TABLE from TO to`: the table and its entries take the new name (a table of
+    /// that name already is an error).
+    RenameTable {
+        /// The table's name.
+        from: String,
+        /// Its new name.
+        to: String,
+    },
     /// `TABLES`
     Tables,
 }
@@ -185,6 +193,7 @@ impl Statement {
             Statement::Use { .. } => "USE",
             Statement::CreateTable { .. } => "CREATE TABLE",
             Statement::DropTable { .. } => "DROP TABLE",
+            Statement::RenameTable { .. } => "RENAME TABLE",
             Statement::Tables => "TABLES",
         }
     }

@@ -78,6 +78,13 @@ pub enum Outcome {
         /// Whether it existed (`IF EXISTS` allows it not to).
         existed: bool,
     },
+    /// `RENAME TABLE`
+    Renamed {
+        /// The table's old name.
+        from: String,
+        /// Its new name.
+        to: String,
+    },
 }
 
 /// A statement's outcome with its rows collected.
@@ -270,8 +277,12 @@ pub struct Session {
     interrupt: Arc<AtomicBool>,
     /// The parameters' bound bytes.
     params: Params,
-    /// The open write transaction's savepoints, oldest first, by name.
-    savepoints: Vec<(String, Savepoint)>,
+    /// The open write transaction's savepoints, oldest first, by name, each with how many
+    /// of `renames` preceded it.
+    savepoints: Vec<(String, Savepoint, usize)>,
+    /// The open write transaction's renames, `(from, to)`, oldest first: undoing one takes
+    /// the session's table back to its old name when it followed it.
+    renames: Vec<(String, String)>,
 }
 
 impl Session {
@@ -295,6 +306,7 @@ impl Session {
             interrupt: Arc::default(),
             params: Params::new(),
             savepoints: Vec::new(),
+            renames: Vec::new(),
         })
     }
 
@@ -385,7 +397,7 @@ impl Session {
     /// The names of the open write transaction's savepoints, oldest first (a name may
     /// repeat: `ROLLBACK TO` and `RELEASE` mean the newest of a name).
     pub fn savepoints(&self) -> impl Iterator<Item = &str> {
-        self.savepoints.iter().map(|(name, _)| name.as_str())
+        self.savepoints.iter().map(|(name, ..)| name.as_str())
     }
 
     /// Ends the session, rolling back an open transaction (see
@@ -508,13 +520,16 @@ impl Session {
             Statement::Commit => {
                 self.savepoints.clear();
                 match self.txn.take().ok_or(ExecError::NoTransaction)? {
-                    Txn::Write(txn) => txn.commit()?,
+                    // (A failed commit rolled back: so are its renames.)
+                    Txn::Write(txn) => txn.commit().inspect_err(|_| self.undo_renames(0))?,
                     Txn::Read(_) => {}
                 }
+                self.renames.clear();
                 Ok(Outcome::Committed)
             }
             Statement::Rollback => {
                 self.savepoints.clear();
+                self.undo_renames(0);
                 match self.txn.take().ok_or(ExecError::NoTransaction)? {
                     Txn::Write(txn) => txn.rollback(),
                     Txn::Read(_) => {}
@@ -523,7 +538,8 @@ impl Session {
             }
             Statement::Savepoint { name } => {
                 let savepoint = self.write_txn()?.savepoint()?;
-                self.savepoints.push((name.clone(), savepoint));
+                self.savepoints
+                    .push((name.clone(), savepoint, self.renames.len()));
                 Ok(Outcome::Saved(name.clone()))
             }
             Statement::RollbackTo { name } => {
@@ -538,11 +554,13 @@ impl Session {
                 };
                 txn.rollback_to(&savepoints[at].1)?;
                 savepoints.truncate(at + 1);
+                let renames = savepoints[at].2;
+                self.undo_renames(renames);
                 Ok(Outcome::RolledBackTo(name.clone()))
             }
             Statement::Release { name } => {
                 let at = self.savepoint_named(name)?;
-                if let Some((_, sp)) = self.savepoints.split_off(at).into_iter().next() {
+                if let Some((_, sp, _)) = self.savepoints.split_off(at).into_iter().next() {
                     self.write_txn()?.release(sp)?;
                 }
                 Ok(Outcome::Released(name.clone()))
@@ -593,6 +611,30 @@ impl Session {
                     existed,
                 })
             }
+            Statement::RenameTable { from, to } => {
+                self.in_write_txn(|txn| txn.rename_table(from, to))?;
+                if matches!(self.txn, Some(Txn::Write(_))) {
+                    self.renames.push((from.clone(), to.clone()));
+                }
+                // The session's table goes with its new name.
+                if self.table == *from {
+                    self.table.clone_from(to);
+                }
+                Ok(Outcome::Renamed {
+                    from: from.clone(),
+                    to: to.clone(),
+                })
+            }
+        }
+    }
+
+    /// Forgets the open write transaction's renames after the first `keep`, newest first,
+    /// taking the session's table back to the old name of each it followed.
+    fn undo_renames(&mut self, keep: usize) {
+        for (from, to) in self.renames.drain(keep.min(self.renames.len())..).rev() {
+            if self.table == to {
+                self.table = from;
+            }
         }
     }
 
@@ -610,7 +652,7 @@ impl Session {
         self.write_txn()?;
         self.savepoints
             .iter()
-            .rposition(|(n, _)| n == name)
+            .rposition(|(n, ..)| n == name)
             .ok_or_else(|| ExecError::NoSuchSavepoint(name.to_owned()))
     }
 

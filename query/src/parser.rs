@@ -533,9 +533,20 @@ fn table_stmt(
     }
 }
 
+/// `rename = "RENAME" "TABLE" table "TO" table`
+fn rename_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
+    move |i| {
+        let (i, ()) = context("TABLE", cut(keyword("TABLE"))).parse(i)?;
+        let (i, from) = context("a table name", cut(table_name(limits))).parse(i)?;
+        let (i, ()) = context("TO", cut(keyword("TO"))).parse(i)?;
+        let (i, to) = context("a table name", cut(table_name(limits))).parse(i)?;
+        Ok((i, Statement::RenameTable { from, to }))
+    }
+}
+
 /// `statement = put | get | delete | scan | count | "BEGIN" [ "READ" [ "ONLY" ] ] | "COMMIT" | "ROLLBACK"
 ///            | "SAVEPOINT" name | "ROLLBACK" "TO" [ "SAVEPOINT" ] name | "RELEASE" [ "SAVEPOINT" ] name
-///            | "USE" table | create | drop | "TABLES"`
+///            | "USE" table | create | drop | rename | "TABLES"`
 fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
         let Ok((rest, verb)) = word(i) else {
@@ -591,6 +602,7 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
             "DROP" => table_stmt(limits, &["EXISTS"], |table, if_exists| {
                 Statement::DropTable { table, if_exists }
             })(rest),
+            "RENAME" => rename_stmt(limits)(rest),
             "SELECT" | "INSERT" | "UPDATE" | "UPSERT" | "REPLACE" | "SET" | "WITH" => failure_msg(
                 ws(i)?.0,
                 format!(

@@ -144,6 +144,9 @@ impl fmt::Display for Statement {
                 let guard = if *if_exists { " IF EXISTS" } else { "" };
                 write!(f, "DROP TABLE{guard} {}", table(t))
             }
+            Statement::RenameTable { from, to } => {
+                write!(f, "RENAME TABLE {} TO {}", table(from), table(to))
+            }
         }
     }
 }

@@ -18,6 +18,7 @@ Statements (separated by ; or new lines, keywords in any case):
   BEGIN [READ]   COMMIT   ROLLBACK   USE t   TABLES
   SAVEPOINT s    ROLLBACK TO s    RELEASE s           (inside BEGIN ... COMMIT)
   CREATE TABLE [IF NOT EXISTS] t      DROP TABLE [IF EXISTS] t
+  RENAME TABLE t TO u
   Literals: 'text', \"text\", x'00ff', 42 (stored as 8 big-endian bytes),
   :name (a parameter: its value is bound with .param set)
 

@@ -15,7 +15,7 @@ use rustyline::{Context, Editor, Helper};
 
 use crate::shell::{Flow, Shell};
 
-const KEYWORDS: [&str; 26] = [
+const KEYWORDS: [&str; 27] = [
     "PUT",
     "GET",
     "DELETE",
@@ -31,6 +31,7 @@ const KEYWORDS: [&str; 26] = [
     "USE",
     "CREATE",
     "DROP",
+    "RENAME",
     "TABLE",
     "TABLES",
     "IF",

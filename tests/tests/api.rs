@@ -113,6 +113,85 @@ fn tables_are_created_listed_counted_and_dropped() -> Result<(), Error> {
 }
 
 #[test]
+fn a_renamed_table_keeps_its_entries_and_changes_under_its_new_name() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("rename.cairn");
+    let db = Database::create(&path)?;
+    let mut w = db.begin_write()?;
+    for i in 0u32..2_000 {
+        w.open_or_create_table("old")?
+            .insert(&i.to_be_bytes(), b"committed")?;
+    }
+    w.create_table("taken")?;
+    w.commit()?;
+
+    let mut w = db.begin_write()?;
+    // Changed in the transaction before and after the rename: both go with it.
+    w.open_table("old")?.insert(b"before", b"1")?;
+    assert!(matches!(
+        w.rename_table("old", "taken"),
+        Err(Error::TableExists(_))
+    ));
+    assert!(matches!(
+        w.rename_table("old", "old"),
+        Err(Error::TableExists(_))
+    ));
+    assert!(matches!(
+        w.rename_table("nope", "x"),
+        Err(Error::TableNotFound(_))
+    ));
+    assert!(matches!(
+        w.rename_table("old", ""),
+        Err(Error::InvalidTableName(..))
+    ));
+    w.rename_table("old", "new")?;
+    w.open_table("new")?.insert(b"after", b"2")?;
+    assert!(matches!(w.open_table("old"), Err(Error::TableNotFound(_))));
+    // A reader of the last commit still sees the old name.
+    let r = db.begin_read()?;
+    assert_eq!(r.open_table("old")?.len(), 2_000);
+    assert!(matches!(r.open_table("new"), Err(Error::TableNotFound(_))));
+    w.commit()?;
+    drop(r);
+    db.close()?;
+
+    let db = Database::open(&path)?;
+    let r = db.begin_read()?;
+    let names: Vec<(String, u64)> = r
+        .list_tables()?
+        .into_iter()
+        .map(|t| (t.name, t.len))
+        .collect();
+    assert_eq!(names, vec![("new".into(), 2_002), ("taken".into(), 0)]);
+    let t = r.open_table("new")?;
+    assert_eq!(t.get(&7u32.to_be_bytes())?, Some(&b"committed"[..]));
+    assert_eq!(t.get(b"before")?, Some(&b"1"[..]));
+    assert_eq!(t.get(b"after")?, Some(&b"2"[..]));
+    drop(r);
+
+    // Rolled back, whole or to a savepoint: the old name again, as if never renamed.
+    let mut w = db.begin_write()?;
+    w.rename_table("new", "gone")?;
+    w.rollback();
+    let mut w = db.begin_write()?;
+    let sp = w.savepoint()?;
+    w.rename_table("new", "gone")?;
+    w.open_table("gone")?.insert(b"later", b"3")?;
+    w.rollback_to(&sp)?;
+    assert!(matches!(w.open_table("gone"), Err(Error::TableNotFound(_))));
+    assert_eq!(w.open_table("new")?.len(), 2_002);
+    // Back and forth in one transaction.
+    w.rename_table("new", "gone")?;
+    w.rename_table("gone", "new")?;
+    w.commit()?;
+    assert!(db.check()?.is_ok());
+    let r = db.begin_read()?;
+    assert_eq!(r.open_table("new")?.len(), 2_002);
+    assert_eq!(r.list_tables()?.len(), 2);
+    Ok(())
+}
+
+#[test]
 fn open_or_create_table_creates_a_missing_table_once() -> Result<(), Error> {
     let db = Checked(Database::in_memory()?);
     for round in 0..2u8 {

@@ -34,6 +34,9 @@ struct Tally {
     spilled: usize,
     /// Rollbacks to a savepoint.
     savepoint_rollbacks: usize,
+    /// Transactions that renamed the table, changed it and renamed it back (such a commit
+    /// is not logged: its durable commit syncs).
+    renames: usize,
     /// Online compactions run (the cut may come during one).
     compactions: usize,
     /// Cuts whose read-only opening applied the log to a private copy.
@@ -143,7 +146,13 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
         // A large value is written when it is put: the error may come before the commit,
         // which then does not happen (the state is not in doubt).
         let savepoints = rng.random_bool(0.3);
+        let renaming = !savepoints && rng.random_bool(0.1);
+        tally.renames += usize::from(renaming);
         let filled = (|| {
+            let table = if renaming { "moved" } else { "t" };
+            if renaming {
+                w.rename_table("t", table)?;
+            }
             // (Four times as many changes under the small budget: some spill.)
             let scale = if budget.is_some() { 4 } else { 1 };
             let mut saved: Vec<(Savepoint, State)> = Vec::new();
@@ -170,7 +179,10 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
                         },
                     }
                 }
-                change(&mut rng, &mut state, &mut w.open_table("t")?)?;
+                change(&mut rng, &mut state, &mut w.open_table(table)?)?;
+            }
+            if renaming {
+                w.rename_table(table, "t")?;
             }
             Ok::<(), Error>(())
         })();
@@ -367,6 +379,7 @@ fn power_cuts_never_lose_acknowledged_commits_nor_mix_states() -> Result<(), Err
         tally.savepoint_rollbacks > 0,
         "some transactions rolled back to savepoints"
     );
+    assert!(tally.renames > 0, "some transactions renamed the table");
     Ok(())
 }
 

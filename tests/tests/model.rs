@@ -361,7 +361,19 @@ fn run(
                 }
             }
             70..=74 => {
-                if working.contains_key(name) {
+                let other = TABLES[rng.random_range(0..TABLES.len())];
+                if working.contains_key(name) && rng.random_bool(0.3) {
+                    // A rename moves the table, entries and all; onto a name in use, or
+                    // its own, it changes nothing.
+                    match txn.rename_table(name, other) {
+                        Err(Error::TableExists(_)) => assert!(working.contains_key(other)),
+                        Err(e) => return Err(e),
+                        Ok(()) => {
+                            let entries = working.remove(name).unwrap_or_default();
+                            assert!(working.insert(other.to_owned(), entries).is_none());
+                        }
+                    }
+                } else if working.contains_key(name) {
                     if rng.random_bool(0.3) {
                         txn.drop_table(name)?;
                         working.remove(name);

@@ -2,8 +2,8 @@
 //! tables with transactions: autocommit statements, BEGIN/COMMIT/ROLLBACK, read
 //! transactions (`BEGIN READ`) that keep their snapshot while a second session writes,
 //! failing statements inside a transaction, savepoints (repeated names, rolled back to,
-//! released, outside a write transaction), range deletes, table creation, dropping and
-//! switching, parameters bound, rebound and unbound, reopening.
+//! released, outside a write transaction), range deletes, table creation, dropping,
+//! renaming and switching, parameters bound, rebound and unbound, reopening.
 
 use std::collections::BTreeMap;
 
@@ -27,9 +27,20 @@ struct Model {
     params: BTreeMap<String, Vec<u8>>,
     /// The write transaction's savepoints, oldest first: each name with the tables then.
     saves: Vec<(String, Tables)>,
+    /// The write transaction's renames, oldest first, with the savepoints they follow:
+    /// undone, each takes the session's table back when it had followed it.
+    renames: Vec<(String, String, usize)>,
 }
 
 impl Model {
+    /// Undoes the renames made after the first `saves` savepoints.
+    fn undo_renames(&mut self, saves: usize) {
+        while let Some((from, to, _)) = self.renames.pop_if(|r| r.2 >= saves) {
+            if self.table == to {
+                self.table = from;
+            }
+        }
+    }
     fn view(&self) -> &Tables {
         self.working
             .as_ref()
@@ -136,6 +147,10 @@ fn statement(rng: &mut SmallRng, writing: bool) -> String {
         87 => format!("DROP TABLE {table}"),
         88 => format!("DROP TABLE IF EXISTS {table}"),
         89..=94 => format!("USE {table}"),
+        95..=96 => {
+            let to = ["main", "t1", "t2"][rng.random_range(0..3)];
+            format!("RENAME TABLE {table} TO {to}")
+        }
         _ => "TABLES".into(),
     }
 }
@@ -175,6 +190,7 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
         }
         Statement::Commit => {
             m.saves.clear();
+            m.renames.clear();
             if m.reading.take().is_none() {
                 m.committed = m.working.take().ok_or(())?;
             }
@@ -182,6 +198,7 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
         }
         Statement::Rollback => {
             m.saves.clear();
+            m.undo_renames(0);
             if m.reading.take().is_none() {
                 m.working.take().ok_or(())?;
             }
@@ -197,12 +214,17 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             let at = m.saves.iter().rposition(|(n, _)| n == name).ok_or(())?;
             m.saves.truncate(at + 1);
             m.working = Some(m.saves[at].1.clone());
+            m.undo_renames(at + 1);
             Ok((Outcome::RolledBackTo(name.clone()), vec![]))
         }
         Statement::Release { name } => {
             m.working.as_ref().ok_or(())?;
             let at = m.saves.iter().rposition(|(n, _)| n == name).ok_or(())?;
             m.saves.truncate(at);
+            // (The renames after it now follow the savepoint before it.)
+            for r in &mut m.renames {
+                r.2 = r.2.min(at);
+            }
             Ok((Outcome::Released(name.clone()), vec![]))
         }
         Statement::CreateTable {
@@ -224,6 +246,22 @@ fn apply(m: &mut Model, stmt: &Statement) -> Result<(Outcome, Rows), ()> {
             }
             let table = table.clone();
             Ok((Outcome::Dropped { table, existed }, vec![]))
+        }
+        Statement::RenameTable { from, to } => {
+            let tables = m.view_mut()?;
+            if tables.contains_key(to) {
+                return Err(());
+            }
+            let entries = tables.remove(from).ok_or(())?;
+            tables.insert(to.clone(), entries);
+            if m.working.is_some() {
+                m.renames.push((from.clone(), to.clone(), m.saves.len()));
+            }
+            if m.table == *from {
+                m.table.clone_from(to);
+            }
+            let (from, to) = (from.clone(), to.clone());
+            Ok((Outcome::Renamed { from, to }, vec![]))
         }
         Statement::Use { table } => {
             if !m.view().contains_key(table) {
@@ -319,6 +357,7 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
         table: "main".into(),
         params: BTreeMap::new(),
         saves: Vec::new(),
+        renames: Vec::new(),
     };
     model.committed.insert("main".into(), BTreeMap::new());
     let (mut succeeded, mut failed, mut rows_seen, mut range_deleted) = (0, 0, 0, 0);
@@ -330,6 +369,7 @@ fn random_scripts_match_a_model() -> Result<(), Box<dyn std::error::Error>> {
             model.working = None;
             model.reading = None;
             model.saves.clear();
+            model.renames.clear();
             assert_eq!(session.in_transaction(), in_txn);
             // (The first session first: it rolls back its write transaction, which the
             // other's close would wait for.)

@@ -245,6 +245,33 @@ fn savepoint_statements_parse_with_and_without_the_optional_word() {
             if_exists: true
         }
     );
+    assert_eq!(
+        one("rename table 'my t' to \"your t\""),
+        Statement::RenameTable {
+            from: "my t".into(),
+            to: "your t".into()
+        }
+    );
+    // Each part missing, or a name in bytes: an error where it should be.
+    for (src, column, what) in [
+        ("RENAME t TO u", 8, "TABLE"),
+        ("RENAME TABLE", 13, "a table name"),
+        ("RENAME TABLE t u", 16, "TO"),
+        ("RENAME TABLE t TO", 18, "a table name"),
+        (
+            "RENAME TABLE t TO x'75'",
+            19,
+            "a table name in text, not bytes",
+        ),
+    ] {
+        let (line, col, message) = error(src);
+        assert_eq!((line, col), (1, column), "{src}: {message}");
+        assert!(message.contains(what), "{src}: {message}");
+    }
+    let stmt = one("RENAME TABLE a TO 'b c'");
+    assert_eq!(stmt.to_string(), "RENAME TABLE a TO 'b c'");
+    assert_eq!(one(&stmt.to_string()), stmt);
+    assert_eq!(stmt.verb(), "RENAME TABLE");
     // Without all of its guard's words, `IF` is a table's name.
     assert_eq!(
         one("CREATE TABLE if"),
