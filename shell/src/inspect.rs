@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
+use crate::shell::cell;
 use cairn_engine::PageInfo;
-use cairn_query::display_bytes;
 
 use crate::dot::print_rows;
 use crate::render::Cell;
@@ -130,6 +130,7 @@ pub fn page(shell: &mut Shell, n: u64) -> Result<String, String> {
         dump.page, dump.kind, dump.txid
     )
     .map_err(|e| e.to_string())?;
+    let integers = shell.settings.integers;
     let rows = dump
         .entries
         .iter()
@@ -141,19 +142,17 @@ pub fn page(shell: &mut Shell, n: u64) -> Result<String, String> {
                 overflow,
             } => [
                 Cell::Number(i as u64),
-                Cell::Text(display_bytes(key).into_owned().into()),
-                Cell::Text(match (value, overflow) {
-                    (Some(v), _) => display_bytes(v).into_owned().into(),
-                    (None, Some(p)) => format!("(overflow run at page {p})").into(),
-                    (None, None) => "".into(),
-                }),
+                cell(key, integers),
+                match (value, overflow) {
+                    (Some(v), _) => cell(v, integers),
+                    (None, Some(p)) => Cell::Text(format!("(overflow run at page {p})").into()),
+                    (None, None) => Cell::Text("".into()),
+                },
             ],
             cairn_engine::PageEntry::Branch { key, child } => [
                 Cell::Number(i as u64),
-                Cell::Text(key.as_deref().map_or_else(
-                    || "(leftmost)".into(),
-                    |k| display_bytes(k).into_owned().into(),
-                )),
+                key.as_deref()
+                    .map_or_else(|| Cell::Text("(leftmost)".into()), |k| cell(k, integers)),
                 Cell::Text(format!("child page {child}").into()),
             ],
         })

@@ -593,7 +593,7 @@ impl Shell {
 
 /// A key or value for people: text or hex, or with `integers`, the integer 8 bytes that
 /// are not text store.
-fn cell(bytes: &[u8], integers: bool) -> Cell<'_> {
+pub(crate) fn cell(bytes: &[u8], integers: bool) -> Cell<'_> {
     match integers.then(|| as_integer(bytes)).flatten() {
         Some(n) => Cell::Number(n),
         None => Cell::Text(display_bytes(bytes)),
