@@ -59,6 +59,19 @@ fn damage(path: &Path, page: u64, page_size: u64) -> std::io::Result<()> {
     std::fs::write(path, bytes)
 }
 
+/// Flips a byte in the middle of one of the values of `leaf` (4 KiB pages) in the file's
+/// `bytes`: in a run of 40 equal bytes, which `build`'s values are. The page still parses.
+fn flip_a_value_byte(bytes: &mut [u8], leaf: u64) {
+    let start = usize::try_from(leaf * 4096).unwrap_or(usize::MAX);
+    let page = &bytes[start..start + 4096];
+    let Some(run) =
+        (0..4096 - 40).find(|&j| page[j] != 0 && page[j..j + 40].iter().all(|&b| b == page[j]))
+    else {
+        panic!("no value in leaf {leaf}");
+    };
+    bytes[start + run + 20] ^= 0x01;
+}
+
 #[test]
 fn a_healthy_file_gives_every_entry_and_loses_nothing() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
@@ -423,17 +436,9 @@ fn a_damaged_root_under_a_damaged_branch_is_not_handed_over() -> Result<(), Erro
         panic!("alpha has no branch or leaf");
     };
     damage(&path, branch, 4096)?;
-    // A byte in the middle of one of the leaf's values (a run of 40 equal bytes): the page
-    // still parses.
+    // A byte of one of the leaf's values: the page still parses.
     let mut bytes = std::fs::read(&path)?;
-    let start = usize::try_from(leaf * 4096).unwrap_or(usize::MAX);
-    let page = &bytes[start..start + 4096];
-    let Some(run) =
-        (0..4096 - 40).find(|&j| page[j] != 0 && page[j..j + 40].iter().all(|&b| b == page[j]))
-    else {
-        panic!("no value in leaf {leaf}");
-    };
-    bytes[start + run + 20] ^= 0x01;
+    flip_a_value_byte(&mut bytes, leaf);
     std::fs::write(&path, bytes)?;
     let (got, _, _) = salvaged(&path)?;
     for (table, entries) in &got {
@@ -465,14 +470,7 @@ fn leaves_nothing_vouches_for_are_reported_unverified() -> Result<(), Error> {
     let at = |page: u64| usize::try_from(page * 4096).unwrap_or(usize::MAX);
     // An unknown page kind: the branch fails to parse.
     bytes[at(branch)] = 0x7f;
-    // A byte in the middle of one of the leaf's values (a run of 40 equal bytes).
-    let page = &bytes[at(leaf)..at(leaf) + 4096];
-    let Some(run) =
-        (0..4096 - 40).find(|&j| page[j] != 0 && page[j..j + 40].iter().all(|&b| b == page[j]))
-    else {
-        panic!("no value in leaf {leaf}");
-    };
-    bytes[at(leaf) + run + 20] ^= 0x01;
+    flip_a_value_byte(&mut bytes, leaf);
     std::fs::write(&path, bytes)?;
     let (got, _, report) = salvaged(&path)?;
     let unnamed: Vec<&String> = got
