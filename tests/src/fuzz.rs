@@ -78,7 +78,10 @@ pub fn script(data: &[u8]) {
     let modelled = !script.statements.iter().any(|s| {
         matches!(
             s.statement,
-            Statement::Use { .. } | Statement::CreateTable { .. } | Statement::DropTable { .. }
+            Statement::Use { .. }
+                | Statement::CreateTable { .. }
+                | Statement::DropTable { .. }
+                | Statement::RenameTable { .. }
         )
     });
     type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
