@@ -135,7 +135,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
 
 /// A size in bytes: digits, then optionally K, M or G (powers of 1024; `KiB`, `MB` and the
 /// like are read the same).
-fn parse_size(text: &str) -> Option<usize> {
+pub fn parse_size(text: &str) -> Option<usize> {
     let digits = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());

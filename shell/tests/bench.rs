@@ -288,6 +288,8 @@ fn bench_makes_its_fresh_database_with_the_log_size_asked_for() {
             .unwrap_or_else(|| panic!("no file size in {json}"))
     };
     let (none, eight) = (file_size("0"), file_size("8388608"));
+    // As the shell's -logsize, with K, M or G.
+    assert_eq!(file_size("8M"), eight);
     assert!(none < 1 << 20, "no log: {none} bytes");
     // (The first commit grows the file by a quarter of its length.)
     assert!(
@@ -297,6 +299,12 @@ fn bench_makes_its_fresh_database_with_the_log_size_asked_for() {
     let o = bench_once(&script, &["--log-size", "1000000000"]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("commit log of 1000000000 bytes exceeds"));
+    let o = bench_once(&script, &["--log-size", "8X"]);
+    assert!(
+        text(&o.stderr).contains("--log-size: not a size: 8X"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 /// `report` (a JSON report) with every statement kind's throughput multiplied by `by`.

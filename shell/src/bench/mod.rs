@@ -33,8 +33,9 @@ Options:
   --wait W             how a durable commit waits for the disk and for its group: poll
                        (yielding the processor a short while before sleeping; the
                        default) or sleep (the least CPU time)
-  --page-size BYTES    page size of the fresh database (default 4096)
-  --log-size BYTES     commit log of the fresh database (default 2 MiB; 0: none, every
+  --page-size SIZE     page size of the fresh database (default 4096; a SIZE is bytes,
+                       or with K, M or G)
+  --log-size SIZE      commit log of the fresh database (default 2M; 0: none, every
                        durable commit syncs the file)
   --db FILE            run against FILE instead of a fresh temporary database
   --memory             run against an in-memory database
@@ -53,6 +54,12 @@ fn number(v: Option<&String>, name: &str) -> anyhow::Result<usize> {
     let v = v.with_context(|| format!("{name} needs a value"))?;
     v.parse()
         .with_context(|| format!("{name}: not a number: {v}"))
+}
+
+/// A size in bytes, or with K, M or G (as the shell's `-logsize` takes it).
+fn size(v: Option<&String>, name: &str) -> anyhow::Result<usize> {
+    let v = v.with_context(|| format!("{name} needs a value"))?;
+    crate::cli::parse_size(v).with_context(|| format!("{name}: not a size: {v}"))
 }
 
 /// Runs `cairn bench` with `args` (after `bench`).
@@ -88,8 +95,8 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
             "runs" => runs = number(it.next(), a)?,
             "warmup" => warmup = number(it.next(), a)?,
             "threads" => threads = Some(number(it.next(), a)?),
-            "page-size" => plan.page_size = number(it.next(), a)?,
-            "log-size" => plan.log_size = Some(number(it.next(), a)? as u64),
+            "page-size" => plan.page_size = size(it.next(), a)?,
+            "log-size" => plan.log_size = Some(size(it.next(), a)? as u64),
             "durability" => {
                 plan.durability = match it.next().map(String::as_str) {
                     Some("immediate") => Durability::Immediate,
