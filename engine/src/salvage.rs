@@ -9,8 +9,9 @@
 //! recovers the most. The trees under a page that failed, which no page that verifies
 //! leads to any more, are found among the pages nothing accounts for and handed over as
 //! tables of their own (`salvage/orphans.rs`). Then the commits the commit log holds after
-//! it are handed over, change by change, as recovery would replay them. Nothing is written
-//! to the file.
+//! it are handed over, change by change, as recovery would replay them. When neither slot
+//! can be read, the newest tree is looked for among the pages (`salvage/slotless.rs`).
+//! Nothing is written to the file.
 
 use std::fs::File;
 use std::path::Path;
@@ -22,6 +23,7 @@ use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 use crate::storage::{FileStorage, Storage};
 
 mod orphans;
+mod slotless;
 mod walk;
 use walk::Walk;
 
@@ -199,46 +201,40 @@ pub fn salvage_storage(
     // as many the one that reaches the newer commit.
     let mut best: Option<Candidate> = None;
     for slot in slots {
-        // (A slot past the file's end would read past the map: its page count is cut to
-        // the file, and what lies beyond is lost.)
-        let in_file = storage.len() / page_size as u64;
-        let snapshot = Snapshot::new(
-            Slot {
-                page_count: slot.page_count.min(in_file).max(FIRST_DATA_PAGE),
-                ..slot
-            },
-            page_size,
-            storage.region(),
-            Arc::new(VerifiedSet::with_capacity(slot.page_count.min(in_file))),
-        );
-        let mut walk = Walk::new(&snapshot);
-        walk.catalog(&mut |_| Ok(()))?;
-        let log = crate::recovery::log_tail(storage, &slot, page_size, legacy, None)?;
-        let changes: usize = log
-            .iter()
-            .map(|(_, payload)| decode_ops(payload).map_or(0, |ops| ops.len()))
-            .sum();
-        let reaches = slot.txid.saturating_add(log.len() as u64);
-        let score = Score {
-            whole: walk.lost.is_empty() && reaches >= newest_txid,
-            read: walk.entries + changes as u64,
-            reaches,
-        };
-        if best.as_ref().is_none_or(|b| score > b.score) {
-            best = Some(Candidate {
-                snapshot,
-                log,
-                score,
-            });
+        let candidate = Candidate::of(storage, slot, page_size, legacy, newest_txid)?;
+        if best.as_ref().is_none_or(|b| candidate.score > b.score) {
+            best = Some(candidate);
+        }
+    }
+    // Neither slot serves: the newest trees are looked for among the pages
+    // (`salvage/slotless.rs`), and what came after the one read is reported lost.
+    let mut slotless = None;
+    if best.is_none() {
+        let found = slotless::catalog_roots(storage, page_size);
+        let newest = found.first().map_or(0, |f| f.slot.txid);
+        for f in found {
+            let candidate = Candidate::of(storage, f.slot, page_size, legacy, newest)?;
+            if best.as_ref().is_none_or(|b| candidate.score > b.score) {
+                best = Some(candidate);
+                slotless = Some(f.leaf_root);
+            }
         }
     }
     let Some(Candidate { snapshot, log, .. }) = best else {
         let [slot0, slot1] = reasons;
         return Err(Error::NoValidCommit { slot0, slot1 });
     };
+    let newest_txid = match slotless {
+        Some(_) => snapshot.slot.txid,
+        None => newest_txid,
+    };
     let mut walk = Walk::new(&snapshot);
     walk.catalog(each)?;
     let mut unverified = Vec::new();
+    if slotless == Some(true) {
+        // (A catalog's root that is a leaf names every table: nothing checks those names.)
+        unverified.extend_from_slice(walk.named());
+    }
     // Pages under a failed tree page that still verify: tables of their own.
     if walk
         .lost
@@ -357,6 +353,22 @@ pub fn salvage_storage(
         each(Salvaged::Lost(&lost))?;
         report.lost.push(lost);
     }
+    if slotless.is_some() {
+        let [slot0, slot1] = &reasons;
+        let lost = Lost {
+            table: None,
+            page: 0,
+            keys: LostKeys::Log,
+            reason: format!(
+                "neither commit slot could be read (slot 0: {slot0}; slot 1: {slot1}): the \
+                 tree read is commit {}'s, found by its catalog's root among the pages; \
+                 commits after it, and the commit log, could not be looked for",
+                report.txid
+            ),
+        };
+        each(Salvaged::Lost(&lost))?;
+        report.lost.push(lost);
+    }
     let reached = report.txid.saturating_add(report.logged_commits);
     let log_lost = report.lost.iter().any(|l| l.keys == LostKeys::Log);
     if reached < newest_txid && !log_lost {
@@ -390,6 +402,49 @@ struct Candidate {
     snapshot: Snapshot,
     log: Vec<(u64, Vec<u8>)>,
     score: Score,
+}
+
+impl Candidate {
+    /// `slot`'s tree walked (counted only) and its log read; `newest_txid` is the newest
+    /// commit known, which a walk that loses nothing must reach to count as whole.
+    fn of(
+        storage: &dyn Storage,
+        slot: Slot,
+        page_size: usize,
+        legacy: bool,
+        newest_txid: u64,
+    ) -> Result<Candidate> {
+        // (A slot past the file's end would read past the map: its page count is cut to
+        // the file, and what lies beyond is lost.)
+        let in_file = storage.len() / page_size as u64;
+        let snapshot = Snapshot::new(
+            Slot {
+                page_count: slot.page_count.min(in_file).max(FIRST_DATA_PAGE),
+                ..slot
+            },
+            page_size,
+            storage.region(),
+            Arc::new(VerifiedSet::with_capacity(slot.page_count.min(in_file))),
+        );
+        let mut walk = Walk::new(&snapshot);
+        walk.catalog(&mut |_| Ok(()))?;
+        let log = crate::recovery::log_tail(storage, &slot, page_size, legacy, None)?;
+        let changes: usize = log
+            .iter()
+            .map(|(_, payload)| decode_ops(payload).map_or(0, |ops| ops.len()))
+            .sum();
+        let reaches = slot.txid.saturating_add(log.len() as u64);
+        let score = Score {
+            whole: walk.lost.is_empty() && reaches >= newest_txid,
+            read: walk.entries + changes as u64,
+            reaches,
+        };
+        Ok(Candidate {
+            snapshot,
+            log,
+            score,
+        })
+    }
 }
 
 /// How well a slot's walk went, better as greater: nothing lost up to the newest commit

@@ -37,11 +37,14 @@ pub fn hint(file: &str) -> String {
 }
 
 /// Whether `e` says a file is damaged in a way `cairn recover` may get the data past (a
-/// damaged page, a file cut short; not two unreadable commit slots, which leave it no
-/// tree to start from).
+/// damaged page, a file cut short, two unreadable commit slots: salvage then looks for
+/// the newest tree among the pages).
 pub fn damaged(e: &cairn_engine::Error) -> bool {
-    use cairn_engine::Error::{Corruption, Truncated};
-    matches!(e, Corruption { .. } | Truncated { .. })
+    use cairn_engine::Error::{Corruption, NoValidCommit, Truncated};
+    matches!(
+        e,
+        Corruption { .. } | Truncated { .. } | NoValidCommit { .. }
+    )
 }
 
 /// Writes what `file` holds into the new database `new`, in one transaction.

@@ -380,6 +380,56 @@ fn recover_hands_the_subtrees_under_a_damaged_branch_back_to_their_table() {
     );
 }
 
+/// Both commit slots damaged: the file does not open, the shell points at `cairn recover`,
+/// which finds the newest tree among the pages and says the later commits could not be
+/// looked for.
+#[test]
+fn recover_reads_a_file_whose_commit_slots_are_both_damaged() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (dir.path().join("a.cairn"), dir.path().join("b.cairn"));
+    let mut script = String::from(
+        "CREATE TABLE t
+USE t
+BEGIN
+",
+    );
+    for i in 0u32..500 {
+        script.push_str(&format!(
+            "PUT 'key{i:05}' 'value {i}'
+"
+        ));
+    }
+    script.push_str(
+        "COMMIT
+PUT 'key00007' 'changed'
+",
+    );
+    assert!(cairn(&[path(&a)], script.as_bytes()).status.success());
+    let mut bytes = std::fs::read(&a).unwrap_or_default();
+    for page in 0..2 {
+        bytes[page * 4096 + 512..page * 4096 + 600].fill(0xaa);
+    }
+    std::fs::write(&a, bytes).unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&[path(&a), "-c", "TABLES"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("cairn recover"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = cairn(&["recover", path(&a), path(&b)], b"");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("lost: the commits after those recovered (neither commit slot"),
+        "{}",
+        text(&o.stderr)
+    );
+    let tables = text(&cairn(&[path(&b), "-c", "TABLES"], b"").stdout);
+    assert_eq!(tables, "main\t0\nt\t500\n");
+    let got = text(&cairn(&[path(&b), "-c", "USE t; GET 'key00007'"], b"").stdout);
+    assert_eq!(got, "key00007\tchanged\n");
+}
+
 #[test]
 fn logsize_chooses_the_commit_log_of_a_new_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

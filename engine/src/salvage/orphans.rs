@@ -202,7 +202,7 @@ fn edge_leaf(snap: &Snapshot, root: u64, leftmost: bool) -> Option<LeafPage<'_>>
 
 /// Whether the subtree at `root` is part of a catalog: its leftmost leaf holds tables'
 /// records only, and one of them at least names a root whose checksum holds.
-fn is_catalog_part(snap: &Snapshot, root: u64) -> bool {
+pub(super) fn is_catalog_part(snap: &Snapshot, root: u64) -> bool {
     edge_leaf(snap, root, true)
         .and_then(|leaf| table_records(&leaf))
         .is_some_and(|records| {

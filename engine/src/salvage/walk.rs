@@ -80,6 +80,11 @@ impl<'s> Walk<'s> {
         self.tree(each, None, root, (None, None), 0)
     }
 
+    /// The names of the tables the catalog named (or a part of it), in the order handed.
+    pub fn named(&self) -> &[String] {
+        &self.named
+    }
+
     /// A part of the catalog no walked page leads to (`orphans.rs`): the tables it names,
     /// under their names, counted as found. Returns those names.
     pub fn catalog_part(

@@ -1,0 +1,112 @@
+//! Salvage of a file neither of whose commit slots can be read (both damaged, or naming
+//! no commit that fits the file): the slots are the only record of where the trees start,
+//! so the newest tree is looked for among the pages themselves.
+//!
+//! Every page that parses as a tree page is a candidate; a catalog's root is a candidate
+//! that no candidate branch names with a checksum that holds and that is a part of a
+//! catalog (`orphans.rs`: its leftmost leaf holds tables' records, one naming a root whose
+//! checksum holds). Every commit rewrites the catalog's root, so each root found is one
+//! commit's, and the id in its page header is that commit's: the candidates are the few
+//! newest, each walked as a commit slot's tree is (every page under the root checked
+//! against the checksum its parent gives it), and [`super::salvage_storage`] reads the one
+//! that scores best. The root itself has nothing to check it against: a leaf's names of
+//! tables are reported unverified. Nothing says which commits came after it (the log's
+//! place is in the slots too): that is reported lost.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::orphans::is_catalog_part;
+use crate::format::{ChildRef, Slot, checksum, page_txid};
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet};
+use crate::storage::Storage;
+
+/// How many of the newest catalog roots found are walked to choose from.
+const CANDIDATES: usize = 4;
+
+/// A commit found by its catalog's root, as a slot would name it (no free set, no log).
+pub(super) struct Found {
+    pub slot: Slot,
+    /// Whether the catalog's root is a leaf (the names it gives are checked by nothing).
+    pub leaf_root: bool,
+}
+
+/// The newest catalog roots among the pages of `storage`, newest first, at most
+/// [`CANDIDATES`], each as a slot naming it.
+pub(super) fn catalog_roots(storage: &dyn Storage, page_size: usize) -> Vec<Found> {
+    let p = page_size as u64;
+    let in_file = storage.len() / p;
+    if in_file <= FIRST_DATA_PAGE {
+        return Vec::new();
+    }
+    let whole = slot(in_file, ChildRef::default(), 0);
+    let snap = Snapshot::new(
+        whole,
+        page_size,
+        storage.region(),
+        Arc::new(VerifiedSet::with_capacity(in_file)),
+    );
+    let mut trees = Vec::new();
+    let mut children = HashSet::new();
+    for page in FIRST_DATA_PAGE..in_file {
+        let Ok(bytes) = snap.raw(page, page_size) else {
+            break;
+        };
+        match TreePage::parse(bytes, page) {
+            Ok(TreePage::Branch(b)) => {
+                trees.push(page);
+                for child in (0..=b.keys()).filter_map(|i| b.child(i).ok()) {
+                    let holds = snap
+                        .raw(child.page, page_size)
+                        .is_ok_and(|c| checksum(child.page, c) == child.crc);
+                    if holds {
+                        children.insert(child.page);
+                    }
+                }
+            }
+            Ok(TreePage::Leaf(_)) => trees.push(page),
+            Err(_) => {}
+        }
+    }
+    let mut roots: Vec<(u64, u64)> = trees
+        .into_iter()
+        .filter(|page| !children.contains(page))
+        .filter_map(|page| {
+            let txid = snap.raw(page, page_size).ok().and_then(page_txid)?;
+            (txid < Slot::TXID_LIMIT && is_catalog_part(&snap, page)).then_some((txid, page))
+        })
+        .collect();
+    roots.sort_unstable_by(|a, b| b.cmp(a));
+    roots
+        .into_iter()
+        .take(CANDIDATES)
+        .filter_map(|(txid, page)| {
+            let bytes = snap.raw(page, page_size).ok()?;
+            let leaf_root = matches!(TreePage::parse(bytes, page), Ok(TreePage::Leaf(_)));
+            let root = ChildRef {
+                page,
+                crc: checksum(page, bytes),
+            };
+            Some(Found {
+                slot: slot(in_file, root, txid),
+                leaf_root,
+            })
+        })
+        .collect()
+}
+
+/// A slot naming the catalog at `root` as commit `txid`'s, over `page_count` pages, with
+/// no free set on disk (so that salvage searches no free pages) and no log.
+fn slot(page_count: u64, root: ChildRef, txid: u64) -> Slot {
+    Slot {
+        txid,
+        durable_txid: txid,
+        page_count,
+        catalog: root,
+        freelist_page: Slot::FREELIST_IN_MEMORY,
+        freelist_len: 0,
+        freelist_crc: 0,
+        log_page: 0,
+        log_pages: 0,
+    }
+}
