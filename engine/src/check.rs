@@ -6,7 +6,8 @@ use std::fmt;
 
 use crate::btree::MAX_DEPTH;
 use crate::format::{
-    BranchPage, ChildRef, LeafPage, PageKind, TableMeta, ValueRef, decode_freelist, page_kind,
+    BranchPage, ChildRef, HEADER_LEN, Header, LeafPage, PageKind, TableMeta, ValueRef,
+    decode_freelist, page_kind,
 };
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, verify};
 
@@ -87,6 +88,27 @@ impl Checker<'_> {
         }
         self.report.pages_checked += n;
         true
+    }
+
+    /// The file header's two copies (page 0 and page 1): each must read as this file's.
+    /// Either serves alone; a damaged one is a problem to report all the same.
+    fn headers(&mut self) {
+        let p = self.snap.page_size as u64;
+        let limit = FIRST_DATA_PAGE * p;
+        for page in 0..FIRST_DATA_PAGE {
+            let intact = self
+                .snap
+                .region
+                .bytes(page * p, HEADER_LEN, limit)
+                .and_then(|b| Header::decode(b).ok())
+                .is_some_and(|h| h.page_size as usize == self.snap.page_size);
+            if !intact {
+                self.problem(
+                    page,
+                    "the file header's copy here is damaged (the other serves)",
+                );
+            }
+        }
     }
 
     fn freelist(&mut self) {
@@ -272,6 +294,7 @@ pub(crate) fn check(snap: &Snapshot) -> CheckReport {
         used: HashSet::new(),
         report: CheckReport::default(),
     };
+    c.headers();
     c.freelist();
     let s = snap.slot;
     if s.log_page != 0 {

@@ -107,27 +107,10 @@ pub(crate) fn read_header(storage: &dyn Storage) -> Result<Header> {
     let n = len.min(HEADER_LEN as u64) as usize;
     let mut b = [0u8; HEADER_LEN];
     storage.read(0, &mut b[..n])?;
-    let header = match Header::decode(&b[..n]) {
-        Ok(h) => h,
-        Err(HeaderError::NotCairn) => {
-            return Err(if n < MAGIC.len() && MAGIC.starts_with(&b[..n]) {
-                Error::Truncated {
-                    len,
-                    expected: HEADER_LEN as u64,
-                }
-            } else {
-                Error::NotADatabase
-            });
-        }
-        Err(HeaderError::Damaged) if n < HEADER_LEN => {
-            return Err(Error::Truncated {
-                len,
-                expected: HEADER_LEN as u64,
-            });
-        }
-        // The copy in page 1 sits one page in; the page size says where that is.
-        Err(HeaderError::Damaged) => (MIN_PAGE_SIZE.trailing_zeros()
-            ..=MAX_PAGE_SIZE.trailing_zeros())
+    // The copy in page 1 sits one page in; the page size says where that is.
+    let copy = || {
+        let mut b = [0u8; HEADER_LEN];
+        (MIN_PAGE_SIZE.trailing_zeros()..=MAX_PAGE_SIZE.trailing_zeros())
             .map(|shift| 1u64 << shift)
             .filter(|&at| at + HEADER_LEN as u64 <= len)
             .find_map(|at| {
@@ -136,7 +119,28 @@ pub(crate) fn read_header(storage: &dyn Storage) -> Result<Header> {
                     .ok()
                     .filter(|h| u64::from(h.page_size) == at)
             })
-            .ok_or_else(|| Error::corrupt(0, "file header damaged in both copies"))?,
+    };
+    let header = match Header::decode(&b[..n]) {
+        Ok(h) => h,
+        Err(HeaderError::NotCairn) if n < MAGIC.len() && MAGIC.starts_with(&b[..n]) => {
+            return Err(Error::Truncated {
+                len,
+                expected: HEADER_LEN as u64,
+            });
+        }
+        // A damaged magic number in page 0, where page 1 holds an intact copy (with its
+        // page size, one page in): the file is a database all the same. Without one, it
+        // is not.
+        Err(HeaderError::NotCairn) => copy().ok_or(Error::NotADatabase)?,
+        Err(HeaderError::Damaged) if n < HEADER_LEN => {
+            return Err(Error::Truncated {
+                len,
+                expected: HEADER_LEN as u64,
+            });
+        }
+        Err(HeaderError::Damaged) => {
+            copy().ok_or_else(|| Error::corrupt(0, "file header damaged in both copies"))?
+        }
     };
     if header.version > FORMAT_VERSION {
         return Err(Error::VersionTooNew {
