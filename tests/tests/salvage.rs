@@ -32,6 +32,20 @@ fn build(path: &Path) -> Result<Model, Error> {
     Ok(model)
 }
 
+/// Rewrites every value of `build`'s table beta (each cut to 30 bytes) in one commit, in
+/// `model` too, and closes the file: the old leaves and catalog stay in free pages.
+fn rewrite_beta(path: &Path, model: &mut Model) -> Result<(), Error> {
+    let db = Database::open(path)?;
+    let mut w = db.begin_write()?;
+    let mut t = w.open_table("beta")?;
+    for (key, value) in model.get_mut("beta").into_iter().flatten() {
+        value.truncate(30);
+        t.insert(key, value)?;
+    }
+    w.commit()?;
+    db.close()
+}
+
 /// Salvages `path`: the tables and entries handed over (log changes applied), the
 /// losses handed over in line, and the report.
 fn salvaged(path: &Path) -> Result<(Model, Vec<Lost>, SalvageReport), Error> {
@@ -310,18 +324,10 @@ fn lost_and_found(got: &Model) -> (BTreeMap<Vec<u8>, Vec<u8>>, usize) {
 fn a_damaged_catalog_in_a_closed_file_gives_its_tables_back() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("closed.cairn");
-    let mut model = build(&path)?;
     // Every leaf of beta rewritten: the free pages hold their old versions, which must
     // not come back.
-    let db = Database::open(&path)?;
-    let mut w = db.begin_write()?;
-    let mut t = w.open_table("beta")?;
-    for (key, value) in model.get_mut("beta").into_iter().flatten() {
-        value.truncate(30);
-        t.insert(key, value)?;
-    }
-    w.commit()?;
-    db.close()?;
+    let mut model = build(&path)?;
+    rewrite_beta(&path, &mut model)?;
     let info = cairn_engine::inspect(&path)?;
     let catalogs: Vec<u64> = info
         .slots
@@ -571,17 +577,9 @@ fn a_damaged_branch_under_a_damaged_branch_still_gives_the_pages_under_it() -> R
 fn with_both_commit_slots_damaged_the_newest_tree_is_found_among_the_pages() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("slotless.cairn");
-    let mut model = build(&path)?;
     // Every value of beta rewritten: the older leaves and catalog are in free pages.
-    let db = Database::open(&path)?;
-    let mut w = db.begin_write()?;
-    let mut t = w.open_table("beta")?;
-    for (key, value) in model.get_mut("beta").into_iter().flatten() {
-        value.truncate(30);
-        t.insert(key, value)?;
-    }
-    w.commit()?;
-    db.close()?;
+    let mut model = build(&path)?;
+    rewrite_beta(&path, &mut model)?;
     let txid = match cairn_engine::inspect(&path)?.slots {
         [SlotInfo::Valid { txid, .. }, _] => txid,
         other => panic!("{other:?}"),
