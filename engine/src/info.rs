@@ -2,12 +2,11 @@
 //! database (no lock, nothing written): for `cairn info` and for diagnosing damaged files.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::header::HeaderError;
-use crate::format::{HEADER_LEN, Header, SLOT_LEN, SLOT_OFFSET, Slot};
+use crate::format::{SLOT_LEN, SLOT_OFFSET, Slot};
+use crate::storage::Storage;
 
 /// One commit slot as found in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +57,8 @@ pub struct FileInfo {
 /// commit log holds (as a read-only opening would: nothing is written).
 ///
 /// # Errors
-/// [`Error::NotADatabase`] or [`Error::Corruption`] for an unreadable header, and I/O errors.
+/// [`Error::NotADatabase`], [`Error::Corruption`] (both copies damaged) or
+/// [`Error::Truncated`] for an unreadable header, and I/O errors.
 pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
     let file = File::open(path.as_ref())?;
     if !file.metadata()?.is_file() {
@@ -67,18 +67,16 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
         });
     }
     let len = file.metadata()?.len();
-    let mut b = [0u8; HEADER_LEN];
-    let n = file.read_at(&mut b, 0)?;
-    let header = match Header::decode(&b[..n]) {
-        Ok(h) => h,
-        Err(HeaderError::NotCairn) => return Err(Error::NotADatabase),
-        Err(HeaderError::Damaged) => return Err(Error::corrupt(0, "file header damaged")),
-    };
+    // The header as opening reads it: page 0's copy, else page 1's.
+    let pin_file = file.try_clone()?;
+    let storage = crate::storage::FileStorage::new(file)?;
+    let header = crate::recovery::find_header(&storage)?;
     let mut slots = [SlotInfo::Invalid, SlotInfo::Invalid];
     for (i, slot) in slots.iter_mut().enumerate() {
         let mut raw = [0u8; SLOT_LEN];
         let at = i as u64 * u64::from(header.page_size) + SLOT_OFFSET as u64;
-        if file.read_at(&mut raw, at).is_ok_and(|n| n == SLOT_LEN)
+        if at + SLOT_LEN as u64 <= len
+            && storage.read(at, &mut raw).is_ok()
             && let Some(s) = Slot::decode(&raw)
         {
             *slot = SlotInfo::Valid {
@@ -95,8 +93,6 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
     }
     // What a read-only opening finds (it reads, and writes nothing), pinning the commit it
     // verifies against a writer beside it as the opening does.
-    let pin_file = file.try_clone()?;
-    let storage = crate::storage::FileStorage::new(file)?;
     let pinned = crate::db::opening_pin::pin_newest(&storage, &pin_file);
     let unapplied_commits = crate::recovery::open(&storage, false)
         .ok()

@@ -99,49 +99,11 @@ pub(crate) fn initialise(storage: &dyn Storage, page_size: usize, log_bytes: u64
     Ok(())
 }
 
+/// The file's header, checked: a version this build reads, a valid page size, a file at
+/// least two pages long.
 pub(crate) fn read_header(storage: &dyn Storage) -> Result<Header> {
     let len = storage.len();
-    if len == 0 {
-        return Err(Error::EmptyFile);
-    }
-    let n = len.min(HEADER_LEN as u64) as usize;
-    let mut b = [0u8; HEADER_LEN];
-    storage.read(0, &mut b[..n])?;
-    // The copy in page 1 sits one page in; the page size says where that is.
-    let copy = || {
-        let mut b = [0u8; HEADER_LEN];
-        (MIN_PAGE_SIZE.trailing_zeros()..=MAX_PAGE_SIZE.trailing_zeros())
-            .map(|shift| 1u64 << shift)
-            .filter(|&at| at + HEADER_LEN as u64 <= len)
-            .find_map(|at| {
-                storage.read(at, &mut b).ok()?;
-                Header::decode(&b)
-                    .ok()
-                    .filter(|h| u64::from(h.page_size) == at)
-            })
-    };
-    let header = match Header::decode(&b[..n]) {
-        Ok(h) => h,
-        Err(HeaderError::NotCairn) if n < MAGIC.len() && MAGIC.starts_with(&b[..n]) => {
-            return Err(Error::Truncated {
-                len,
-                expected: HEADER_LEN as u64,
-            });
-        }
-        // A damaged magic number in page 0, where page 1 holds an intact copy (with its
-        // page size, one page in): the file is a database all the same. Without one, it
-        // is not.
-        Err(HeaderError::NotCairn) => copy().ok_or(Error::NotADatabase)?,
-        Err(HeaderError::Damaged) if n < HEADER_LEN => {
-            return Err(Error::Truncated {
-                len,
-                expected: HEADER_LEN as u64,
-            });
-        }
-        Err(HeaderError::Damaged) => {
-            copy().ok_or_else(|| Error::corrupt(0, "file header damaged in both copies"))?
-        }
-    };
+    let header = find_header(storage)?;
     if header.version > FORMAT_VERSION {
         return Err(Error::VersionTooNew {
             found: header.version,
@@ -169,6 +131,50 @@ pub(crate) fn read_header(storage: &dyn Storage) -> Result<Header> {
         });
     }
     Ok(header)
+}
+
+/// The file's header as it reads, whatever its version: page 0's copy, else page 1's.
+pub(crate) fn find_header(storage: &dyn Storage) -> Result<Header> {
+    let len = storage.len();
+    if len == 0 {
+        return Err(Error::EmptyFile);
+    }
+    let n = len.min(HEADER_LEN as u64) as usize;
+    let mut b = [0u8; HEADER_LEN];
+    storage.read(0, &mut b[..n])?;
+    // The copy in page 1 sits one page in; the page size says where that is.
+    let copy = || {
+        let mut b = [0u8; HEADER_LEN];
+        (MIN_PAGE_SIZE.trailing_zeros()..=MAX_PAGE_SIZE.trailing_zeros())
+            .map(|shift| 1u64 << shift)
+            .filter(|&at| at + HEADER_LEN as u64 <= len)
+            .find_map(|at| {
+                storage.read(at, &mut b).ok()?;
+                Header::decode(&b)
+                    .ok()
+                    .filter(|h| u64::from(h.page_size) == at)
+            })
+    };
+    match Header::decode(&b[..n]) {
+        Ok(h) => Ok(h),
+        Err(HeaderError::NotCairn) if n < MAGIC.len() && MAGIC.starts_with(&b[..n]) => {
+            Err(Error::Truncated {
+                len,
+                expected: HEADER_LEN as u64,
+            })
+        }
+        // A damaged magic number in page 0, where page 1 holds an intact copy (with its
+        // page size, one page in): the file is a database all the same. Without one, it
+        // is not.
+        Err(HeaderError::NotCairn) => copy().ok_or(Error::NotADatabase),
+        Err(HeaderError::Damaged) if n < HEADER_LEN => Err(Error::Truncated {
+            len,
+            expected: HEADER_LEN as u64,
+        }),
+        Err(HeaderError::Damaged) => {
+            copy().ok_or_else(|| Error::corrupt(0, "file header damaged in both copies"))
+        }
+    }
 }
 
 /// The commit slots that verify, each with its index (0 or 1); and for each slot that

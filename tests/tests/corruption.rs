@@ -113,7 +113,7 @@ fn a_flipped_byte_anywhere_is_an_error_or_harmless() -> Result<(), Error> {
 
 /// The header's magic number damaged in page 0 (a flipped bit, a zeroed first sector): the
 /// copy in page 1 says the file is a database, and it opens whole, for writing too, while
-/// `check` reports the damaged copy. (Until the forty-first session such a file was "not
+/// `check` reports the damaged copy (and `inspect`, `cairn info`, reads the copy too). (Until the forty-first session such a file was "not
 /// a Cairn database": the copy was read only when page 0's magic was intact, and `check`
 /// looked at neither.) With both copies' magic gone, the file is not one.
 #[test]
@@ -131,6 +131,9 @@ fn a_damaged_magic_number_in_page_0_is_read_from_page_1s_copy() -> Result<(), Er
                 _ => b[..512].fill(0),
             }
             std::fs::write(&damaged, &b)?;
+            // `cairn info` reads the header as opening does.
+            let info = cairn_engine::inspect(&damaged)?;
+            assert_eq!(info.page_size as usize, page_size, "damage {damage}");
             let read_only = Database::builder().read_only(true).open(&damaged)?;
             let r = read_only.begin_read()?;
             assert_eq!(r.list_tables()?.len(), 2, "damage {damage}");
