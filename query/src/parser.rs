@@ -603,6 +603,13 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
                 Statement::DropTable { table, if_exists }
             })(rest),
             "RENAME" => rename_stmt(limits)(rest),
+            "ALTER" => failure_msg(
+                ws(i)?.0,
+                format!(
+                    "expected {STATEMENT}, found '{verb}': the language is not SQL (RENAME \
+                     TABLE t TO u renames a table)"
+                ),
+            ),
             "SELECT" | "INSERT" | "UPDATE" | "UPSERT" | "REPLACE" | "SET" | "WITH" => failure_msg(
                 ws(i)?.0,
                 format!(

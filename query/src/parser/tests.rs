@@ -389,6 +389,11 @@ fn each_error_class_reports_its_position() {
             (1, 1),
             "found 'select': the language is not SQL",
         ),
+        (
+            "alter table t rename to u",
+            (1, 1),
+            "not SQL (RENAME TABLE t TO u renames a table)",
+        ),
         ("GET 'a' bcd", (1, 9), "found 'bcd'"),
         (
             "GET 1; .mode csv",
