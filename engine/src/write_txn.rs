@@ -397,7 +397,9 @@ impl WriteTxn {
     /// # Errors
     /// [`Error::TableNotFound`] when there is no table `from`; as
     /// [`WriteTxn::create_table`] for `to` ([`Error::TableExists`] when a table has that
-    /// name: renaming a table to its own name is one). Nothing changes then.
+    /// name: renaming a table to its own name is one). Nothing changes then. A damaged
+    /// page of the catalog met while moving the record: the transaction can then only
+    /// roll back (its `commit` returns the damage), as after a removal that met damage.
     pub fn rename_table(&mut self, from: &str, to: &str) -> Result<()> {
         self.undamaged()?;
         let state = self
@@ -410,10 +412,18 @@ impl WriteTxn {
         // The record as the catalog holds it; the commit writes the table's new state
         // under its new name when the transaction changed it.
         let record = state.loaded.unwrap_or(state.current).encode();
-        self.with_catalog(|w, root| {
+        let moved = self.with_catalog(|w, root| {
             w.remove(root, from.as_bytes())?;
             w.insert(root, to.as_bytes(), &record)
-        })?;
+        });
+        if let Err(e) = &moved {
+            // The record may be gone from its old place and not in its new one: the
+            // transaction can only roll back, as after a removal that met damage.
+            if self.damaged.is_none() {
+                self.damaged = Some(e.duplicate());
+            }
+        }
+        moved?;
         self.ops = None;
         self.tables.remove(from);
         self.tables.insert(to, state);

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 
-use cairn_engine::{Database, Error};
+use cairn_engine::{Database, Error, SlotInfo};
 
 type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
@@ -161,6 +161,63 @@ fn a_damaged_magic_number_in_page_0_is_read_from_page_1s_copy() -> Result<(), Er
         std::fs::write(&damaged, &b)?;
         assert!(matches!(Database::open(&damaged), Err(Error::NotADatabase)));
     }
+    Ok(())
+}
+
+/// A rename whose new name goes to a damaged page of the catalog: the damage is met while
+/// looking the name up, before the record moves, and nothing changes; the table keeps its
+/// old name through a commit. (Should it be met after the record left its old place, the
+/// transaction could not commit: the table would vanish.)
+#[test]
+fn a_rename_that_meets_damage_changes_nothing() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("rename.cairn");
+    let db = Database::create(&path)?;
+    let mut w = db.begin_write()?;
+    for n in 0u32..600 {
+        w.open_or_create_table(&format!("table_{n:04}"))?
+            .insert(b"k", &n.to_be_bytes())?;
+    }
+    w.commit()?;
+    db.close()?;
+    // The catalog's last leaf, where a name after every other goes.
+    let db = Database::builder().read_only(true).open(&path)?;
+    let catalog = match cairn_engine::inspect(&path)?.slots {
+        [SlotInfo::Valid { catalog_page, .. }, _] => catalog_page,
+        other => panic!("{other:?}"),
+    };
+    let last = db
+        .page(catalog)?
+        .entries
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            cairn_engine::PageEntry::Branch { child, .. } => Some(*child),
+            cairn_engine::PageEntry::Leaf { .. } => None,
+        })
+        .unwrap_or_else(|| panic!("the catalog's root is not a branch"));
+    drop(db);
+    let mut bytes = std::fs::read(&path)?;
+    bytes[usize::try_from(last * 4096 + 100).unwrap_or(usize::MAX)] ^= 0x20;
+    std::fs::write(&path, bytes)?;
+    let db = Database::open(&path)?;
+    let mut w = db.begin_write()?;
+    let renamed = w.rename_table("table_0000", "zz_renamed");
+    assert!(
+        matches!(renamed, Err(Error::Corruption { .. })),
+        "{renamed:?}"
+    );
+    w.open_table("table_0001")?.insert(b"later", b"change")?;
+    w.commit()?;
+    let r = db.begin_read()?;
+    assert_eq!(
+        r.open_table("table_0000")?.get(b"k")?,
+        Some(&0u32.to_be_bytes()[..])
+    );
+    assert_eq!(
+        r.open_table("table_0001")?.get(b"later")?,
+        Some(&b"change"[..])
+    );
     Ok(())
 }
 
