@@ -162,7 +162,8 @@ pub enum Statement {
         if_exists: bool,
     },
     /// `RENAME TABLE from TO to`: the table and its entries take the new name (a table of
-    /// that name already is an error).
+    /// that name already is an error). A session using the table follows it; a rollback
+    /// that undoes the rename takes the session back to the old name.
     RenameTable {
         /// The table's name.
         from: String,
