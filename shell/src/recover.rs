@@ -299,8 +299,8 @@ fn describe(lost: &Lost) -> String {
 /// A table salvage read from a page no checksum covers, in words.
 fn unverified(name: &str) -> String {
     format!(
-        "table {}: read from a page no checksum covers any more (the page that named it is \
-         damaged): damage there would show in its entries, or its name",
+        "table {}: read from a page no checksum covers any more (what referred to that page \
+         is damaged): damage there would show in its name or its entries",
         Literal::Text(name.to_owned())
     )
 }

@@ -295,8 +295,31 @@ fn run_child(file: &Path, model_file: &Path) -> (String, String) {
     }
 }
 
-/// One damaged copy of `clean`, described.
+/// One damaged copy of `clean`, described: one damage in most files; in one in sixteen
+/// both commit slots overwritten too (nothing then names a tree: salvage looks for the
+/// newest among the pages), in another a second damage anywhere.
 fn damage(rng: &mut SmallRng, clean: &[u8], older: &[u8], page: usize) -> (String, Vec<u8>) {
+    let (what, mut bytes) = one_damage(rng, clean, older, page);
+    match rng.random_range(0..16) {
+        0 => {
+            for at in [512, page + 512] {
+                if let Some(slot) = bytes.get_mut(at..at + 80) {
+                    rng.fill(slot);
+                }
+            }
+            (format!("{what}, and both commit slots overwritten"), bytes)
+        }
+        // (Not after a cut that left less than the header pages: nothing to damage.)
+        1 if bytes.len() >= 2 * page => {
+            let (second, bytes) = one_damage(rng, &bytes, older, page);
+            (format!("{what}, then {second}"), bytes)
+        }
+        _ => (what, bytes),
+    }
+}
+
+/// One damage to a copy of `clean`, described.
+fn one_damage(rng: &mut SmallRng, clean: &[u8], older: &[u8], page: usize) -> (String, Vec<u8>) {
     let mut b = clean.to_vec();
     let pages = b.len() / page;
     let p = rng.random_range(0..pages);
