@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{LOG_UNITS_VERSION, LogOp, Slot, decode_ops};
+use crate::format::{FORMAT_VERSION, Header, LOG_UNITS_VERSION, LogOp, Slot, decode_ops};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 use crate::storage::{FileStorage, Storage};
 
@@ -134,6 +134,9 @@ pub struct SalvageReport {
     pub unverified: Vec<String>,
     /// Entries handed over from the tree (not counting the log's changes).
     pub entries: u64,
+    /// Why the file's header could not be read, in both its copies, when salvage found the
+    /// page size from the pages instead (the format version then taken as this build's).
+    pub header_damage: Option<String>,
     /// Everything that could not be read.
     pub lost: Vec<Lost>,
 }
@@ -183,7 +186,27 @@ pub fn salvage_storage(
     storage: &dyn Storage,
     each: &mut dyn FnMut(Salvaged<'_>) -> std::io::Result<()>,
 ) -> Result<SalvageReport> {
-    let header = crate::recovery::read_header(storage)?;
+    // A header unreadable in both copies: the page size is found from the pages (a file
+    // that shows none is not a database, or holds nothing to read).
+    let (header, header_damage) = match crate::recovery::read_header(storage) {
+        Ok(header) => (header, None),
+        Err(e @ (Error::Corruption { .. } | Error::NotADatabase)) => {
+            let Some(page_size) = slotless::page_size_from_pages(storage) else {
+                return Err(e);
+            };
+            let header = Header {
+                version: FORMAT_VERSION,
+                page_size: page_size as u32,
+            };
+            let damage = format!(
+                "the file header is unreadable in both copies ({}); its page size, \
+                 {page_size} bytes, was found from the pages",
+                why(&e)
+            );
+            (header, Some(damage))
+        }
+        Err(e) => return Err(e),
+    };
     let page_size = header.page_size as usize;
     let legacy = header.version < LOG_UNITS_VERSION;
     let (decoded, mut reasons) = crate::recovery::read_slots(storage, page_size)?;
@@ -305,6 +328,7 @@ pub fn salvage_storage(
         lost_and_found: walk.found,
         rejoined: walk.rejoined,
         unverified,
+        header_damage,
         logged_commits: 0,
     };
     for (page, payload) in &log {

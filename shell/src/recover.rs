@@ -256,6 +256,9 @@ impl<W: Write> Script<'_, W> {
             report.logged_commits,
             report.lost.len()
         )?;
+        if let Some(damage) = &report.header_damage {
+            writeln!(self.out, "-- header: {damage}")?;
+        }
         for name in &report.unverified {
             writeln!(self.out, "-- unverified: {}", unverified(name))?;
         }
@@ -314,6 +317,9 @@ fn summary(file: &str, report: &SalvageReport, not_recovered: &[String]) -> Exit
          then {} commits from the commit log",
         report.entries, report.tables, report.txid, report.newest_txid, report.logged_commits
     );
+    if let Some(damage) = &report.header_damage {
+        let _ = writeln!(err, "header: {damage}");
+    }
     if report.lost_and_found > 0 {
         let _ = writeln!(
             err,

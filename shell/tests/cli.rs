@@ -428,6 +428,28 @@ PUT 'key00007' 'changed'
     assert_eq!(tables, "main\t0\nt\t500\n");
     let got = text(&cairn(&[path(&b), "-c", "USE t; GET 'key00007'"], b"").stdout);
     assert_eq!(got, "key00007\tchanged\n");
+    // The header's two copies damaged as well: the page size is found from the pages.
+    let c = dir.path().join("c.cairn");
+    let mut bytes = std::fs::read(&a).unwrap_or_default();
+    for page in 0..2 {
+        bytes[page * 4096 + 16..page * 4096 + 20].fill(0xaa);
+    }
+    std::fs::write(&a, bytes).unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&[path(&a), "-c", "TABLES"], b"");
+    assert!(
+        text(&o.stderr).contains("cairn recover"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = cairn(&["recover", path(&a), path(&c)], b"");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("header: the file header is unreadable in both copies"),
+        "{}",
+        text(&o.stderr)
+    );
+    let tables = text(&cairn(&[path(&c), "-c", "TABLES"], b"").stdout);
+    assert_eq!(tables, "main\t0\nt\t500\n");
 }
 
 #[test]

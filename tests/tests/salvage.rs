@@ -611,6 +611,51 @@ fn with_both_commit_slots_damaged_the_newest_tree_is_found_among_the_pages() -> 
     Ok(())
 }
 
+/// Both copies of the file header damaged: the file does not open (its page size is
+/// unknown), but salvage finds the page size from the pages — from slot 1, or, with the
+/// slots gone too, from the catalog's root — and reads everything, saying so.
+#[test]
+fn with_both_header_copies_damaged_the_page_size_is_found_from_the_pages() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("headless.cairn");
+    let model = build(&path)?;
+    let mut bytes = std::fs::read(&path)?;
+    for page in 0..2 {
+        bytes[page * 4096..page * 4096 + 20].fill(0x55);
+    }
+    std::fs::write(&path, &bytes)?;
+    assert!(Database::open(&path).is_err());
+    let (got, lost, report) = salvaged(&path)?;
+    assert!(got == model && lost.is_empty(), "{lost:?}");
+    assert!(
+        report
+            .header_damage
+            .as_deref()
+            .is_some_and(|d| d.contains("4096 bytes, was found from the pages")),
+        "{:?}",
+        report.header_damage
+    );
+    // The slots gone too: the newest tree, found among the pages at the size they show.
+    for page in 0..2 {
+        bytes[page * 4096 + 512..page * 4096 + 600].fill(0);
+    }
+    std::fs::write(&path, &bytes)?;
+    let (got, lost, report) = salvaged(&path)?;
+    assert!(got == model, "{:?}", got.keys().collect::<Vec<_>>());
+    assert!(
+        matches!(
+            &lost[..],
+            [Lost {
+                keys: LostKeys::Log,
+                ..
+            }]
+        ),
+        "{lost:?}"
+    );
+    assert!(report.header_damage.is_some());
+    Ok(())
+}
+
 /// Two tables with a damaged branch each: a subtree goes back to the table whose lost
 /// range holds its keys, and to no other.
 #[test]

@@ -17,7 +17,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::orphans::is_catalog_part;
-use crate::format::{ChildRef, Slot, checksum, page_txid};
+use crate::format::{
+    ChildRef, MAX_PAGE_SIZE, MIN_PAGE_SIZE, SLOT_LEN, SLOT_OFFSET, Slot, checksum, page_txid,
+};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet};
 use crate::storage::Storage;
 
@@ -93,6 +95,26 @@ pub(super) fn catalog_roots(storage: &dyn Storage, page_size: usize) -> Vec<Foun
             })
         })
         .collect()
+}
+
+/// The page size of a file whose header is unreadable in both copies, from the pages
+/// themselves: the one at which slot 1 (one page in) reads, else the one at which a
+/// catalog's root is found (a tree page whose children's checksums, taken over whole
+/// pages, hold: at any other size, none does). `None` for a file that shows neither: not
+/// a database, or one with nothing left to read.
+pub(super) fn page_size_from_pages(storage: &dyn Storage) -> Option<usize> {
+    let sizes = || {
+        (MIN_PAGE_SIZE.trailing_zeros()..=MAX_PAGE_SIZE.trailing_zeros())
+            .map(|shift| 1usize << shift)
+            .filter(|&p| storage.len() >= 2 * p as u64)
+    };
+    let slot_1 = |p: usize| {
+        let mut raw = [0u8; SLOT_LEN];
+        storage.read((p + SLOT_OFFSET) as u64, &mut raw).is_ok() && Slot::decode(&raw).is_some()
+    };
+    sizes()
+        .find(|&p| slot_1(p))
+        .or_else(|| sizes().find(|&p| !catalog_roots(storage, p).is_empty()))
 }
 
 /// A slot naming the catalog at `root` as commit `txid`'s, over `page_count` pages, with
