@@ -296,7 +296,13 @@ pub fn salvage_storage(
         let catalog_lost = walk.lost.iter().any(|l| l.table.is_none());
         for orphan in tables {
             let parent = parent(&orphan);
-            let vouched = orphan.name.as_ref().map_or(parent, |_| Some(true));
+            // (A found branch naming it with a checksum it does not match says the same as
+            // a failed one: it is that branch's damaged child.)
+            let vouched = match (&orphan.name, parent) {
+                (Some(_), _) => Some(true),
+                (None, Some(v)) => Some(v),
+                (None, None) => orphan.mismatched.then_some(false),
+            };
             if walk.seen.contains(&orphan.root.page) || (orphan.leaf && vouched == Some(false)) {
                 continue;
             }

@@ -656,6 +656,45 @@ fn with_both_header_copies_damaged_the_page_size_is_found_from_the_pages() -> Re
     Ok(())
 }
 
+/// A leaf damaged (still parsing) under a table whose catalog is damaged too: the table's
+/// root comes back as a table of its own, and the leaf, which that root names with a
+/// checksum it no longer matches, is not handed over as a table of its own besides (it
+/// was, with its damaged value, until the damage test's two-damage files found it): its
+/// keys are reported lost under the root's table, and nothing wrong comes back.
+#[test]
+fn a_damaged_leaf_under_a_found_root_is_not_a_root_of_its_own() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("twice.cairn");
+    let model = build(&path)?;
+    let leaves = pages_of(&path, "leaf", "alpha")?;
+    let Some(&leaf) = leaves.get(leaves.len() / 2) else {
+        panic!("alpha has no leaves");
+    };
+    let catalog = match cairn_engine::inspect(&path)?.slots {
+        [SlotInfo::Valid { catalog_page, .. }, _] => catalog_page,
+        other => panic!("{other:?}"),
+    };
+    damage(&path, catalog, 4096)?;
+    let mut bytes = std::fs::read(&path)?;
+    flip_a_value_byte(&mut bytes, leaf);
+    std::fs::write(&path, bytes)?;
+    let (got, lost, report) = salvaged(&path)?;
+    for (table, entries) in &got {
+        for (k, v) in entries {
+            let right = model.values().any(|m| m.get(k) == Some(v));
+            assert!(right, "a wrong entry in {table}");
+        }
+    }
+    assert!(!got.contains_key(&format!("lost_and_found_{leaf}")));
+    assert!(
+        lost.iter()
+            .any(|l| l.page == leaf && l.reason.contains("checksum mismatch")),
+        "{lost:?}"
+    );
+    assert!(report.unverified.is_empty(), "{:?}", report.unverified);
+    Ok(())
+}
+
 /// Two tables with a damaged branch each: a subtree goes back to the table whose lost
 /// range holds its keys, and to no other.
 #[test]

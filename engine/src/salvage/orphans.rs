@@ -47,6 +47,9 @@ pub(super) struct Orphan {
     /// children are checked against the checksums it gives them, so the entries under it
     /// verify whatever its bytes.)
     pub leaf: bool,
+    /// Whether a found branch names it with a checksum its bytes do not match (it, or that
+    /// reference, is damaged: it is that branch's child, not a root of its own).
+    pub mismatched: bool,
 }
 
 /// The subtrees no walked page leads to, in page order; `seen` holds the tree pages the
@@ -76,6 +79,7 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
     // Each candidate's checksum, computed once however many branches point at it.
     let mut sums: HashMap<u64, Option<u32>> = found.iter().map(|&page| (page, None)).collect();
     let mut children = HashSet::new();
+    let mut mismatched = HashSet::new();
     for &page in &found {
         let Ok(bytes) = snap.raw(page, p) else {
             continue;
@@ -94,6 +98,8 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
             });
             if sum == child.crc {
                 children.insert(child.page);
+            } else {
+                mismatched.insert(child.page);
             }
         }
     }
@@ -120,6 +126,7 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
                 catalog,
                 span,
                 leaf,
+                mismatched: mismatched.contains(&page),
             })
         })
         .collect()
