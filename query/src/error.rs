@@ -38,13 +38,14 @@ impl Position {
 }
 
 /// `name:line:col: message`, then the line and a caret under the column: how a tool
-/// reports an error at byte `offset` of `src`.
+/// reports an error at byte `offset` of `src` (see [`render_from_line`] for no `name`).
 pub fn render(name: &str, src: &str, offset: usize, message: &str) -> String {
     render_from_line(name, src, 1, offset, message)
 }
 
 /// [`render`] for a piece of a longer source, `src`, that starts at line `first_line` of
-/// it: a statement a shell read on its own, say.
+/// it: a statement a shell read on its own, say. With no `name` (input typed at a prompt),
+/// the place reads `line 1, column 5: message`.
 pub fn render_from_line(
     name: &str,
     src: &str,
@@ -60,11 +61,12 @@ pub fn render_from_line(
         .take(pos.column - 1)
         .map(|c| if c == '\t' { '\t' } else { ' ' })
         .collect();
-    format!(
-        "{name}:{}:{}: {message}\n{line}\n{pad}^",
-        pos.line + first_line - 1,
-        pos.column
-    )
+    let (line_no, column) = (pos.line + first_line - 1, pos.column);
+    if name.is_empty() {
+        format!("line {line_no}, column {column}: {message}\n{line}\n{pad}^")
+    } else {
+        format!("{name}:{line_no}:{column}: {message}\n{line}\n{pad}^")
+    }
 }
 
 impl ParseError {
@@ -194,6 +196,11 @@ mod tests {
         assert_eq!(
             render_from_line("s.cq", piece, 41, at - 8, "closing quote"),
             "s.cq:41:8: closing quote\n\tGET é 'x\n\t      ^"
+        );
+        // Typed at a prompt: no name, the place in words.
+        assert_eq!(
+            render("", "PUT a", 4, "expected a key"),
+            "line 1, column 5: expected a key\nPUT a\n    ^"
         );
     }
 }

@@ -137,7 +137,8 @@ fn split_words(line: &str) -> Option<Vec<String>> {
     shlex::split(&escaped)
 }
 
-/// Runs the dot-command `line`, which stands at `at` (`script:line:column`).
+/// Runs the dot-command `line`, whose messages begin with `at` (where it stands: a
+/// [`crate::shell::prefix`]).
 ///
 /// # Errors
 /// Only failures to write the output; a failing command is reported and counted.
@@ -151,20 +152,20 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         match crate::param::run(shell, rest) {
             Ok(text) if text.is_empty() => {}
             Ok(text) => writeln!(shell.out, "{text}")?,
-            Err(message) => shell.error(&format!("{at}: {message}"))?,
+            Err(message) => shell.error(&format!("{at}{message}"))?,
         }
         return Ok(Flow::Continue);
     }
     // Arguments split as a POSIX shell would: `.open 'my file.cairn'`, `.read a\ b.cq`.
     let Some(words) = split_words(line) else {
         shell.error(&format!(
-            "{at}: a quote is not closed in the command's arguments"
+            "{at}a quote is not closed in the command's arguments"
         ))?;
         return Ok(Flow::Continue);
     };
     let command = words.first().map_or(".", String::as_str);
     let args: Vec<&str> = words.iter().skip(1).map(String::as_str).collect();
-    let fail = |shell: &mut Shell, message: String| shell.error(&format!("{at}: {message}"));
+    let fail = |shell: &mut Shell, message: String| shell.error(&format!("{at}{message}"));
     let arity = |n: std::ops::RangeInclusive<usize>, usage: &str| -> Result<(), String> {
         if n.contains(&args.len()) {
             Ok(())

@@ -225,7 +225,8 @@ pub fn run(shell: &mut Shell, opening_note: Option<&str>) -> anyhow::Result<()> 
                 }
                 let _ = editor.add_history_entry(line.as_str());
                 shell.clear_interrupt();
-                let flow = shell.run_script("stdin", line.as_bytes())?;
+                // (No name: errors say "line 1, column 5", not a script's name.)
+                let flow = shell.run_script("", line.as_bytes())?;
                 shell.flush()?;
                 match flow {
                     Flow::Quit => break,

@@ -219,6 +219,17 @@ fn close_session(session: Session, label: &str) -> (Option<&'static str>, Option
     (rolled_back, failed)
 }
 
+/// How a message about line `line` of script `name` (or about the script) begins:
+/// `name:line:1: `, or nothing for input typed at the prompt (named `""`), whose line the
+/// user has just typed.
+pub fn prefix(name: &str, line: Option<usize>) -> String {
+    match (name, line) {
+        ("", _) => String::new(),
+        (name, Some(line)) => format!("{name}:{line}:1: "),
+        (name, None) => format!("{name}: "),
+    }
+}
+
 /// Opens a script file to run. A directory is refused here, with the error reading it
 /// would give, so that it is reported as a file that cannot be read.
 ///
@@ -281,7 +292,7 @@ impl Shell {
     /// Says that script `name` was interrupted (not a failure: a batch ends with its own
     /// status, and in the REPL it is the user's doing).
     fn report_interrupt(&mut self, name: &str) -> io::Result<Flow> {
-        self.note(&format!("{name}: interrupted"))?;
+        self.note(&format!("{}interrupted", prefix(name, None)))?;
         Ok(Flow::Interrupted)
     }
 
@@ -308,20 +319,19 @@ impl Shell {
     /// Writing to standard output (a closed pipe ends the shell).
     pub fn flush(&mut self) -> io::Result<()> {
         match self.out.flush() {
-            Err(e) => self.output_failed(e, None),
+            Err(e) => self.output_failed(e, ""),
             Ok(()) => Ok(()),
         }
     }
 
-    /// Deals with a failure to write results (made by the script line `at`, when known):
+    /// Deals with a failure to write results (made by the script line `at`, a [`prefix`]):
     /// to a file (a full disk), it is reported and the results go to standard output
     /// again; to standard output (a closed pipe), it is returned, and ends the shell.
-    fn output_failed(&mut self, e: io::Error, at: Option<&str>) -> io::Result<()> {
+    fn output_failed(&mut self, e: io::Error, at: &str) -> io::Result<()> {
         let Some(file) = self.out.file().map(str::to_owned) else {
             return Err(e);
         };
         self.out.drop_file();
-        let at = at.map(|at| format!("{at}: ")).unwrap_or_default();
         self.error(&format!(
             "{at}cannot write {file}: {e} (results go to standard output again)"
         ))
@@ -347,14 +357,14 @@ impl Shell {
                 Ok(Some(piece)) => piece,
                 Ok(None) => break,
                 Err(e) => {
-                    self.error(&format!("{name}: cannot read: {e}"))?;
+                    self.error(&format!("{}cannot read: {e}", prefix(name, None)))?;
                     break;
                 }
             };
             let at = match &piece {
                 Piece::Command { line, .. }
                 | Piece::Statements { line, .. }
-                | Piece::TooLong { line } => format!("{name}:{line}"),
+                | Piece::TooLong { line } => prefix(name, Some(*line)),
             };
             if self.settings.echo {
                 let text = match &piece {
@@ -366,12 +376,13 @@ impl Shell {
                 writeln!(self.out, "{}", text.trim_end_matches(['\n', '\r']))?;
             }
             let ran = match piece {
-                Piece::Command { text, .. } => crate::dot::run(self, &text, &format!("{at}:1")),
+                Piece::Command { text, .. } => crate::dot::run(self, &text, &at),
                 Piece::Statements { line, text } => self.run_statements(name, line, &text),
                 Piece::TooLong { line } => self
                     .error(&format!(
-                        "{name}:{line}:1: a statement or line longer than {} bytes, skipped \
-                         to the end of its line",
+                        "{}a statement or line longer than {} bytes, skipped to the end of \
+                         its line",
+                        prefix(name, Some(line)),
                         Limits::default().max_statement
                     ))
                     .map(|()| Flow::Continue),
@@ -379,7 +390,7 @@ impl Shell {
             let flow = match ran.and_then(|flow| self.out.line_done().map(|()| flow)) {
                 Ok(flow) => flow,
                 Err(e) => {
-                    self.output_failed(e, Some(&at))?;
+                    self.output_failed(e, &at)?;
                     Flow::Continue
                 }
             };

@@ -1026,7 +1026,7 @@ fn output_and_once_send_results_to_files() {
     );
     assert!(!out.contains("long value"), "{out}");
     assert!(
-        err.contains("stdin:14: cannot write /dev/full: No space left on device")
+        err.contains("stdin:14:1: cannot write /dev/full: No space left on device")
             && err.contains("(results go to standard output again)"),
         "{err}"
     );
