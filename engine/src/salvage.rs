@@ -188,12 +188,15 @@ pub fn salvage_storage(
 ) -> Result<SalvageReport> {
     // A header unreadable in both copies: the page size is found from the pages (a file
     // that shows none is not a database, or holds nothing to read).
+    let mut roots_found = None;
     let (header, header_damage) = match crate::recovery::read_header(storage) {
         Ok(header) => (header, None),
         Err(e @ (Error::Corruption { .. } | Error::NotADatabase)) => {
-            let Some(page_size) = slotless::page_size_from_pages(storage) else {
+            let Some(found) = slotless::page_size_from_pages(storage) else {
                 return Err(e);
             };
+            let page_size = found.size;
+            roots_found = found.roots;
             let header = Header {
                 version: FORMAT_VERSION,
                 page_size: page_size as u32,
@@ -233,7 +236,7 @@ pub fn salvage_storage(
     // (`salvage/slotless.rs`), and what came after the one read is reported lost.
     let mut slotless = None;
     if best.is_none() {
-        let found = slotless::catalog_roots(storage, page_size);
+        let found = roots_found.unwrap_or_else(|| slotless::catalog_roots(storage, page_size));
         let newest = found.first().map_or(0, |f| f.slot.txid);
         for f in found {
             let candidate = Candidate::of(storage, f.slot, page_size, legacy, newest)?;

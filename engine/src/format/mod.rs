@@ -35,7 +35,8 @@ pub(crate) use leaf_edit::{LeafNode, Value};
 pub(crate) use log::{LOG_RECORD_HEADER, LOG_UNIT, LogOp, LogRecord, decode_ops, encode_record};
 pub(crate) use page::{
     BRANCH_HEADER, ChildRef, LEAF_HEADER, OVERFLOW_HEADER, OverflowRef, PAGE_HEADER, PageKind,
-    ZERO_PAGE, checksum, checksum_parts, page_kind, page_txid, write_page_header,
+    ZERO_PAGE, checksum, checksum_parts, looks_like_a_page, page_kind, page_txid,
+    write_page_header,
 };
 pub(crate) use shape::{Known, Shape};
 pub(crate) use slot::{SLOT_LEN, SLOT_OFFSET, Slot};

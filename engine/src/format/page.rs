@@ -133,6 +133,16 @@ pub(crate) fn page_txid(page: &[u8]) -> Option<u64> {
     get_u64(page, TXID)
 }
 
+/// Whether `page` starts with what a page of a database would: a known kind, the header's
+/// zero bytes, and a transaction id a file may hold. Random bytes pass about once in four
+/// billion pages; text and zeros never. (A sign of a database, not a proof of one.)
+pub(crate) fn looks_like_a_page(page: &[u8]) -> bool {
+    let zeros = page.get(1) == Some(&0) && page.get(6..8) == Some(&[0, 0][..]);
+    page_kind(page).is_some()
+        && zeros
+        && page_txid(page).is_some_and(|t| (1..super::Slot::TXID_LIMIT).contains(&t))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,9 +155,28 @@ mod tests {
         assert_eq!(page_count(&p), Some(513));
         assert_eq!(page_txid(&p), Some(42));
         assert_ne!(checksum(1, &p), checksum(2, &p));
+        assert!(looks_like_a_page(&p));
         p[0] = 9;
         assert_eq!(page_kind(&p), None);
         assert_eq!(page_kind(&[]), None);
+        assert!(!looks_like_a_page(&p));
+    }
+
+    #[test]
+    fn only_a_page_header_looks_like_a_page() {
+        let mut p = [0u8; PAGE_HEADER];
+        write_page_header(&mut p, PageKind::Leaf, 7, 3);
+        assert!(looks_like_a_page(&p));
+        for (at, byte) in [(1, 1), (6, 1), (7, 1), (15, 0x10)] {
+            let mut q = p;
+            q[at] = byte;
+            assert!(!looks_like_a_page(&q), "byte {at}");
+        }
+        write_page_header(&mut p, PageKind::Leaf, 7, 0);
+        assert!(!looks_like_a_page(&p), "no commit has id 0");
+        assert!(!looks_like_a_page(&[0u8; PAGE_HEADER]));
+        assert!(!looks_like_a_page(b"ab"));
+        assert!(!looks_like_a_page(&[b'x'; PAGE_HEADER]));
     }
 
     #[test]

@@ -18,13 +18,17 @@ use std::sync::Arc;
 
 use super::orphans::is_catalog_part;
 use crate::format::{
-    ChildRef, MAX_PAGE_SIZE, MIN_PAGE_SIZE, SLOT_LEN, SLOT_OFFSET, Slot, checksum, page_txid,
+    ChildRef, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_HEADER, SLOT_LEN, SLOT_OFFSET, Slot, checksum,
+    looks_like_a_page, page_txid,
 };
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet};
 use crate::storage::Storage;
 
 /// How many of the newest catalog roots found are walked to choose from.
 const CANDIDATES: usize = 4;
+
+/// Bytes read at a time by the look for pages' headers.
+const CHUNK: usize = 1 << 20;
 
 /// A commit found by its catalog's root, as a slot would name it (no free set, no log).
 pub(super) struct Found {
@@ -97,12 +101,19 @@ pub(super) fn catalog_roots(storage: &dyn Storage, page_size: usize) -> Vec<Foun
         .collect()
 }
 
+/// A page size found from the pages, with the catalog roots found at it when that is how
+/// it was found (so that they are not searched for twice).
+pub(super) struct PageSize {
+    pub size: usize,
+    pub roots: Option<Vec<Found>>,
+}
+
 /// The page size of a file whose header is unreadable in both copies, from the pages
 /// themselves: the one at which slot 1 (one page in) reads, else the one at which a
 /// catalog's root is found (a tree page whose children's checksums, taken over whole
 /// pages, hold: at any other size, none does). `None` for a file that shows neither: not
 /// a database, or one with nothing left to read.
-pub(super) fn page_size_from_pages(storage: &dyn Storage) -> Option<usize> {
+pub(super) fn page_size_from_pages(storage: &dyn Storage) -> Option<PageSize> {
     let sizes = || {
         (MIN_PAGE_SIZE.trailing_zeros()..=MAX_PAGE_SIZE.trailing_zeros())
             .map(|shift| 1usize << shift)
@@ -112,9 +123,50 @@ pub(super) fn page_size_from_pages(storage: &dyn Storage) -> Option<usize> {
         let mut raw = [0u8; SLOT_LEN];
         storage.read((p + SLOT_OFFSET) as u64, &mut raw).is_ok() && Slot::decode(&raw).is_some()
     };
-    sizes()
-        .find(|&p| slot_1(p))
-        .or_else(|| sizes().find(|&p| !catalog_roots(storage, p).is_empty()))
+    if let Some(size) = sizes().find(|&p| slot_1(p)) {
+        return Some(PageSize { size, roots: None });
+    }
+    let showing = sizes_showing_pages(storage);
+    sizes().filter(|p| showing.contains(p)).find_map(|size| {
+        let roots = catalog_roots(storage, size);
+        (!roots.is_empty()).then_some(PageSize {
+            size,
+            roots: Some(roots),
+        })
+    })
+}
+
+/// The page sizes at which some page of `storage` (past the header pages) starts as a
+/// database's page does, found in one reading of the file at most: only at those can a
+/// search for catalogs find one. (Until the forty-second session each size's search read
+/// the whole file: seven readings of a file that was not a database before refusing it.)
+fn sizes_showing_pages(storage: &dyn Storage) -> Vec<usize> {
+    let all: Vec<usize> = (MIN_PAGE_SIZE.trailing_zeros()..=MAX_PAGE_SIZE.trailing_zeros())
+        .map(|shift| 1usize << shift)
+        .collect();
+    let mut showing = Vec::new();
+    let mut chunk = vec![0u8; CHUNK];
+    let mut at = 2 * MIN_PAGE_SIZE as u64;
+    while at < storage.len() && showing.len() < all.len() {
+        let len = (storage.len() - at).min(CHUNK as u64) as usize;
+        if storage.read(at, &mut chunk[..len]).is_err() {
+            break;
+        }
+        for (i, head) in chunk[..len].chunks(MIN_PAGE_SIZE).enumerate() {
+            let offset = at + (i * MIN_PAGE_SIZE) as u64;
+            if head.len() < PAGE_HEADER || !looks_like_a_page(head) {
+                continue;
+            }
+            for &p in &all {
+                let p64 = p as u64;
+                if offset.is_multiple_of(p64) && offset >= 2 * p64 && !showing.contains(&p) {
+                    showing.push(p);
+                }
+            }
+        }
+        at += len as u64;
+    }
+    showing
 }
 
 /// A slot naming the catalog at `root` as commit `txid`'s, over `page_count` pages, with
@@ -130,5 +182,60 @@ fn slot(page_count: u64, root: ChildRef, txid: u64) -> Slot {
         freelist_crc: 0,
         log_page: 0,
         log_pages: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemoryStorage;
+    use crate::{Database, Result};
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+
+    fn storage_of(bytes: &[u8]) -> Result<MemoryStorage> {
+        Ok(MemoryStorage::from_bytes(bytes)?)
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_shows_no_pages() -> Result<()> {
+        let mut random = vec![0u8; 4 << 20];
+        StdRng::seed_from_u64(7).fill(&mut random[..]);
+        let text: Vec<u8> = b"not a database, only text\n".repeat(160_000);
+        for bytes in [random, text, vec![0u8; 4 << 20]] {
+            let storage = storage_of(&bytes)?;
+            assert_eq!(sizes_showing_pages(&storage), Vec::<usize>::new());
+            assert!(page_size_from_pages(&storage).is_none());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_databases_pages_show_its_page_size_and_it_is_found() -> Result<()> {
+        let storage = Arc::new(MemoryStorage::new()?);
+        let db = Database::builder().page_size(4096).with_storage(
+            Arc::clone(&storage) as Arc<dyn Storage>,
+            true,
+            None,
+        )?;
+        let mut w = db.begin_write()?;
+        {
+            let mut t = w.open_or_create_table("t")?;
+            for i in 0u32..20_000 {
+                t.insert(&i.to_be_bytes(), &[7u8; 40])?;
+            }
+        }
+        w.commit()?;
+        db.close()?;
+        let mut bytes = storage.to_vec();
+        // Both header copies and both slots gone.
+        bytes[..8192].fill(0);
+        let storage = storage_of(&bytes)?;
+        let showing = sizes_showing_pages(&storage);
+        for p in [1024, 2048, 4096] {
+            assert!(showing.contains(&p), "{showing:?}");
+        }
+        let found = page_size_from_pages(&storage);
+        assert!(found.is_some_and(|f| f.size == 4096 && f.roots.is_some_and(|r| !r.is_empty())));
+        Ok(())
     }
 }
