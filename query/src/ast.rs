@@ -74,8 +74,9 @@ pub struct KeyRange {
     pub prefix: Option<Literal>,
 }
 
-/// One statement.
+/// One statement. (Marked `#[non_exhaustive]`: a verb added later is not a breaking change.)
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Statement {
     /// `PUT key value`: insert or replace.
     Put {

@@ -24,8 +24,9 @@ pub const DEFAULT_TABLE: &str = "main";
 
 type Result<T> = std::result::Result<T, ExecError>;
 
-/// What a statement did.
+/// What a statement did. (Marked `#[non_exhaustive]`: a verb added later is not a breaking change.)
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// `PUT`
     Put {
