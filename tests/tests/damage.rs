@@ -3,7 +3,8 @@
 //! replaced by an older version of itself, truncations, garbage appended. Every outcome is
 //! classed as identical, clean error, wrong answer, panic, signal, hang or out of memory;
 //! only the first two are allowed. Salvage of each damaged file must agree with the model
-//! too: what it hands over is right, and what it does not lies in what it reports lost.
+//! too: what it hands over is right, and what it does not lies in what it reports lost
+//! (when it reports commits lost, right for the commit it says it read).
 //! Plus an exhaustive single-byte sweep of a small file, and damaged files of a writer
 //! that died with commits only its commit log holds.
 
@@ -20,11 +21,15 @@ use rand::{Rng, SeedableRng};
 const CHILD: &str = "CAIRN_DAMAGE_CHILD";
 type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
+/// The model after each commit, by the commit's id.
+type History = BTreeMap<u64, Model>;
+
 /// Builds a database with churn (so that the freelist is not empty) and a commit log of
-/// `log` bytes, closes it cleanly; returns its model, and the image it had halfway (for
-/// "older versions" of pages).
-fn build(path: &Path, page_size: usize, log: u64) -> Result<(Model, Vec<u8>), Error> {
+/// `log` bytes, closes it cleanly; returns its model, the model after each of its commits,
+/// and the image it had halfway (for "older versions" of pages).
+fn build(path: &Path, page_size: usize, log: u64) -> Result<(Model, History, Vec<u8>), Error> {
     let mut model = Model::new();
+    let mut history = History::new();
     let mut halfway = Vec::new();
     {
         let db = Database::builder()
@@ -56,23 +61,33 @@ fn build(path: &Path, page_size: usize, log: u64) -> Result<(Model, Vec<u8>), Er
                     }
                 }
             }
+            let txid = w.txid();
             w.commit()?;
+            history.insert(txid, model.clone());
             if round == 3 {
                 db.sync()?;
                 halfway = std::fs::read(path)?;
             }
         }
     }
-    Ok((model, halfway))
+    Ok((model, history, halfway))
 }
 
 /// Whether salvaging the damaged file agrees with the model (of its last commit): every
 /// entry it hands over (the commit log's changes applied) is the model's, and every
 /// entry of the model it does not hand over lies in a part it reports lost.
+/// A salvage that says it lost commits is judged against the model of the commit it
+/// reached, when `history` has it: every entry it hands over is that commit's.
 /// `Err` when it does not; else how much it recovered: everything (`whole`), some
-/// (`partial`: it reported losses), or nothing (`none`: an error).
+/// (`partial`: it reported losses), an older commit (`commits lost`: it reported lost
+/// commits, and what it handed over is the commit's it read), some commit this test cannot judge
+/// (`unjudged`), or nothing (`none`: an error).
 /// With it, how many of the model's entries it recovered (with the model's value).
-fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), ()> {
+fn salvage_agrees(
+    path: &Path,
+    model: &Model,
+    history: &History,
+) -> Result<(&'static str, usize), ()> {
     // An error is clean.
     let Ok(cairn_tests::salvaged::Collected {
         tables: got,
@@ -98,11 +113,15 @@ fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), (
             entries.iter().filter(|&e| same(e)).count()
         })
         .sum();
-    // So is a salvage that says it lost commits: its entries may then be older values,
-    // which this model cannot judge.
-    if lost.iter().any(|l| l.keys == LostKeys::Log) {
-        return Ok(("partial", recovered));
-    }
+    // A salvage that says it lost commits hands over an older commit's entries: those of
+    // the commit it reached (the tree's, then the log's), which the history may hold.
+    let commits_lost = lost.iter().any(|l| l.keys == LostKeys::Log);
+    let reached = report.txid.saturating_add(report.logged_commits);
+    let model = match (commits_lost, history.get(&reached)) {
+        (false, _) => model,
+        (true, Some(older)) => older,
+        (true, None) => return Ok(("unjudged", recovered)),
+    };
     let covered = |t: &str, k: &[u8]| {
         lost.iter().any(|l| match (&l.table, &l.keys) {
             (None, _) => true,
@@ -122,14 +141,19 @@ fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), (
             .iter()
             .any(|(t, m)| m.get(k) == Some(v) && covered(t, k))
     };
-    // (But for a table salvage reports unverified: read from a page no checksum covers, where
-    // damage that left the page parsing shows, as the report says.)
     let handed_are_right = got.iter().all(|(t, entries)| {
-        report.unverified.contains(t)
-            || entries.iter().all(|(k, v)| match model.get(t) {
-                None if t.starts_with("lost_and_found_") => found(k, v),
-                m => m.and_then(|m| m.get(k)) == Some(v),
-            })
+        let unverified = report.unverified.contains(t);
+        entries.iter().all(|(k, v)| match model.get(t) {
+            // A table salvage reports unverified: a `lost_and_found` one was read from a
+            // page no checksum covers, where damage that left the page parsing shows, as
+            // the report says; a named one from a catalog leaf nothing vouches for, whose
+            // names damage may have changed, but whose tables' roots were checked against
+            // the checksums it gives them: each entry is some table's.
+            _ if unverified && t.starts_with("lost_and_found_") => true,
+            _ if unverified => model.values().any(|m| m.get(k) == Some(v)),
+            None if t.starts_with("lost_and_found_") => found(k, v),
+            m => m.and_then(|m| m.get(k)) == Some(v),
+        })
     });
     let missing_are_lost = model.iter().all(|(t, entries)| {
         entries
@@ -138,15 +162,16 @@ fn salvage_agrees(path: &Path, model: &Model) -> Result<(&'static str, usize), (
     });
     match (handed_are_right && missing_are_lost, lost.is_empty()) {
         (false, _) => Err(()),
+        (true, _) if commits_lost => Ok(("commits lost", recovered)),
         (true, true) => Ok(("whole", recovered)),
         (true, false) => Ok(("partial", recovered)),
     }
 }
 
 /// What the child found, opening the file and salvaging it.
-fn examine(path: &Path, model: &Model) -> (&'static str, (&'static str, usize)) {
+fn examine(path: &Path, model: &Model, history: &History) -> (&'static str, (&'static str, usize)) {
     // (Before opening, which may write the file.)
-    let Ok(salvaged) = salvage_agrees(path, model) else {
+    let Ok(salvaged) = salvage_agrees(path, model, history) else {
         return ("wrong", ("wrong", 0));
     };
     let run = |read_only: bool| -> Result<Option<bool>, Error> {
@@ -195,7 +220,11 @@ fn child() {
         512 << 20,
     );
     let model = read_model(Path::new(&model_path));
-    let (outcome, salvaged) = examine(Path::new(&path), &model);
+    // (None beside the model: no older commit is judged.)
+    let history = std::env::var("CAIRN_DAMAGE_HISTORY")
+        .map(|p| read_history(Path::new(&p)))
+        .unwrap_or_default();
+    let (outcome, salvaged) = examine(Path::new(&path), &model, &history);
     println!(
         "outcome: {outcome}\nsalvage: {}\nrecovered: {}",
         salvaged.0, salvaged.1
@@ -203,6 +232,50 @@ fn child() {
 }
 
 fn write_model(path: &Path, model: &Model) -> std::io::Result<()> {
+    std::fs::write(path, encode_model(model))
+}
+
+fn read_model(path: &Path) -> Model {
+    decode_model(&std::fs::read(path).unwrap_or_default())
+}
+
+/// Where the models of each commit are kept beside the model of the last.
+fn history_file(model_file: &Path) -> PathBuf {
+    let mut name = model_file.as_os_str().to_owned();
+    name.push(".history");
+    PathBuf::from(name)
+}
+
+/// Each commit's id, its model's length, its model.
+fn write_history(path: &Path, history: &History) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    for (txid, model) in history {
+        let model = encode_model(model);
+        out.extend_from_slice(&txid.to_le_bytes());
+        out.extend_from_slice(&(model.len() as u64).to_le_bytes());
+        out.extend_from_slice(&model);
+    }
+    std::fs::write(path, out)
+}
+
+fn read_history(path: &Path) -> History {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let mut history = History::new();
+    let mut at = 0;
+    let u64_at = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+    };
+    while let (Some(txid), Some(len)) = (u64_at(at), u64_at(at + 8)) {
+        let Some(model) = bytes.get(at + 16..at + 16 + len as usize) else {
+            break;
+        };
+        history.insert(txid, decode_model(model));
+        at += 16 + len as usize;
+    }
+    history
+}
+
+fn encode_model(model: &Model) -> Vec<u8> {
     let mut out = Vec::new();
     for (table, entries) in model {
         for (k, v) in entries {
@@ -212,11 +285,10 @@ fn write_model(path: &Path, model: &Model) -> std::io::Result<()> {
             }
         }
     }
-    std::fs::write(path, out)
+    out
 }
 
-fn read_model(path: &Path) -> Model {
-    let bytes = std::fs::read(path).unwrap_or_default();
+fn decode_model(bytes: &[u8]) -> Model {
     let mut model = Model::new();
     let mut at = 0;
     let mut next = || -> Option<Vec<u8>> {
@@ -235,11 +307,11 @@ fn read_model(path: &Path) -> Model {
 }
 
 /// Runs the child on `file`; returns the outcome's class, and how much salvage recovered
-/// (`whole`, `partial` or `none`; empty when the child said nothing of it) with the
-/// number of entries.
+/// (`whole`, `partial`, `commits lost`, `unjudged` or `none`, as [`salvage_agrees`] says; empty
+/// when the child said nothing of it) with the number of entries.
 fn classify(file: &Path, model_file: &Path) -> (String, (&'static str, usize)) {
     let (class, out) = run_child(file, model_file);
-    let salvaged = ["whole", "partial", "none"]
+    let salvaged = ["whole", "partial", "commits lost", "unjudged", "none"]
         .into_iter()
         .find(|s| out.contains(&format!("salvage: {s}\n")))
         .unwrap_or("");
@@ -261,6 +333,7 @@ fn run_child(file: &Path, model_file: &Path) -> (String, String) {
         ])
         .env(CHILD, file)
         .env("CAIRN_DAMAGE_MODEL", model_file)
+        .env("CAIRN_DAMAGE_HISTORY", history_file(model_file))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -402,10 +475,11 @@ fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::er
         (4096, 64 << 10),
     ] {
         let clean_path = dir.path().join(format!("clean-{page}-{log}.cairn"));
-        let (model, older) = build(&clean_path, page, log)?;
+        let (model, history, older) = build(&clean_path, page, log)?;
         let clean = std::fs::read(&clean_path)?;
         let model_file = dir.path().join(format!("model-{page}-{log}"));
         write_model(&model_file, &model)?;
+        write_history(&history_file(&model_file), &history)?;
         let damaged: PathBuf = dir.path().join("damaged.cairn");
         // The variant's share of files, then more until one of them was caught (with the
         // 2 MiB log and 4 KiB pages, most of a small file is log that nothing reads, and
@@ -599,7 +673,7 @@ fn every_single_byte_of_a_small_file_damaged_in_turn() -> Result<(), Box<dyn std
         let mut b = clean.clone();
         b[at] ^= 0xff;
         std::fs::write(&damaged, &b)?;
-        let outcome = std::panic::catch_unwind(|| examine(&damaged, &model).0);
+        let outcome = std::panic::catch_unwind(|| examine(&damaged, &model, &History::new()).0);
         match outcome {
             Ok("identical") => harmless += 1,
             Ok("error") => errors += 1,
