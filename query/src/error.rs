@@ -126,12 +126,26 @@ pub enum ExecError {
 
 impl ExecError {
     /// Where in `statement` (the statement's source) this error is best shown: the first
-    /// use of an unbound parameter, outside quotes and comments; else its start (0).
+    /// use of an unbound parameter, outside quotes and comments; the table or savepoint
+    /// name it is about (the last word or string that spells it: in `DROP TABLE TABLE`,
+    /// the name, not the keyword); else its start (0).
     pub fn offset_in(&self, statement: &str) -> usize {
-        match self {
-            ExecError::UnboundParameter(name) => param_offset(statement, name).unwrap_or(0),
-            _ => 0,
-        }
+        use cairn_engine::Error as E;
+        let name = match self {
+            ExecError::UnboundParameter(name) => {
+                return param_offset(statement, name).unwrap_or(0);
+            }
+            ExecError::Engine(
+                E::TableNotFound(name) | E::TableExists(name) | E::InvalidTableName(name, _),
+            )
+            | ExecError::NoSuchSavepoint(name) => name,
+            _ => return 0,
+        };
+        crate::parser::names_in(statement)
+            .into_iter()
+            .rev()
+            .find_map(|(at, n)| (n == *name).then_some(at))
+            .unwrap_or(0)
     }
 }
 
@@ -181,6 +195,23 @@ mod tests {
         assert_eq!(e.offset_in("GET 'it''s :k' :k"), 15);
         assert_eq!(e.offset_in("GET :other"), 0);
         assert_eq!(ExecError::NoTransaction.offset_in("COMMIT :k"), 0);
+    }
+
+    #[test]
+    fn an_error_about_a_name_points_at_the_name() {
+        let not_found = |n: &str| ExecError::Engine(cairn_engine::Error::TableNotFound(n.into()));
+        assert_eq!(not_found("nope").offset_in("DROP TABLE nope"), 11);
+        assert_eq!(not_found("TABLE").offset_in("DROP TABLE TABLE"), 11);
+        assert_eq!(not_found("a").offset_in("rename table a to b -- a"), 13);
+        let exists = ExecError::Engine(cairn_engine::Error::TableExists("b c".into()));
+        assert_eq!(exists.offset_in("RENAME TABLE a TO 'b c'"), 18);
+        // (Spelled with an escape, as the string decodes.)
+        assert_eq!(exists.offset_in("RENAME TABLE a TO \"b\\x20c\""), 18);
+        let savepoint = ExecError::NoSuchSavepoint("s".into());
+        assert_eq!(savepoint.offset_in("ROLLBACK TO SAVEPOINT s"), 22);
+        // A name the statement does not spell (the session's table, say): its start.
+        assert_eq!(not_found("main").offset_in("SCAN"), 0);
+        assert_eq!(ExecError::NoTransaction.offset_in("COMMIT"), 0);
     }
 
     #[test]

@@ -797,6 +797,30 @@ pub fn parse_bytes_with(src: &[u8], limits: Limits) -> Script {
     script
 }
 
+/// Every word and text string of `src` (a statement's source) with its byte offset, in
+/// order: the places an error about a name (a table's, a savepoint's) can point at.
+pub(crate) fn names_in(src: &str) -> Vec<(usize, String)> {
+    let mut names = Vec::new();
+    let mut i = src;
+    while let Ok((rest, ())) = ws(i) {
+        let at = src.len() - rest.len();
+        if let Ok((after, w)) = word(rest) {
+            names.push((at, w.to_owned()));
+            i = after;
+        } else if let Ok((after, Literal::Text(text))) = string(Limits::default())(rest) {
+            names.push((at, text));
+            i = after;
+        } else {
+            // (Anything else: a number, bytes' quotes, `;`, a new line.)
+            let Some(c) = rest.chars().next() else {
+                break;
+            };
+            i = &rest[c.len_utf8()..];
+        }
+    }
+    names
+}
+
 fn invalid_utf8(offset: usize, byte: u8) -> ParseError {
     ParseError {
         offset,
