@@ -485,6 +485,11 @@ fn scan_stmt(limits: Limits, count: bool) -> impl Fn(&str) -> Res<'_, Statement>
                 }
                 "LIMIT" if !count && limit.is_none() => {
                     let (rest, ()) = ws(rest)?;
+                    // (A negative count is not an integer the language stores: say so in
+                    // LIMIT's terms.)
+                    if rest.starts_with('-') {
+                        return failure(rest, "a number of rows, not a negative one");
+                    }
                     let rows = alt((integer, param));
                     let (rest, n) =
                         context("a number of rows (or a :parameter)", cut(rows)).parse(rest)?;

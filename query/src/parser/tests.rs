@@ -452,7 +452,7 @@ fn each_error_class_reports_its_position() {
         (
             "SCAN LIMIT -1",
             (1, 12),
-            "negative integers are not supported",
+            "expected a number of rows, not a negative one",
         ),
         ("SCAN LIMIT :", (1, 13), "expected a parameter's name"),
         ("SCAN PREFIX", (1, 12), "expected a quoted string"),
