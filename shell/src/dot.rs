@@ -25,6 +25,8 @@ Statements (separated by ; or new lines, keywords in any case):
 Dot-commands, each on a line of its own:
 .backup FILE          write a consistent copy of the database to FILE
 .bail on|off          stop at the first statement or command that fails, or not
+.changes on|off       after each PUT, DELETE and DELETE RANGE, print how many keys
+                      it changed, and how many all statements have, or not
 .check                check every page of the database; fails if it finds a problem
 .compact              move the data to the start of the file and give back the rest
 .dump [TABLE]         print a script that rebuilds the database (or one table)
@@ -67,9 +69,10 @@ Ctrl-D leaves (an open transaction is rolled back).";
 const MAX_READ_DEPTH: usize = 16;
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 26] = [
+pub const COMMANDS: [&str; 27] = [
     ".backup",
     ".bail",
+    ".changes",
     ".check",
     ".dump",
     ".echo",
@@ -227,6 +230,11 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
                 on_off(args.first().copied()).ok_or("usage: .integers on|off")?;
             Ok(String::new())
         }),
+        ".changes" => arity(1..=1, ".changes on|off").and_then(|()| {
+            shell.settings.changes =
+                on_off(args.first().copied()).ok_or("usage: .changes on|off")?;
+            Ok(String::new())
+        }),
         ".timer" => arity(1..=1, ".timer on|off").and_then(|()| {
             shell.settings.timer = on_off(args.first().copied()).ok_or("usage: .timer on|off")?;
             Ok(String::new())
@@ -336,6 +344,7 @@ fn show(shell: &mut Shell) -> Result<String, String> {
     };
     let rows = [
         ("bail", on(s.bail).to_owned()),
+        ("changes", on(s.changes).to_owned()),
         ("echo", on(s.echo).to_owned()),
         ("headers", on(s.headers).to_owned()),
         ("integers", on(s.integers).to_owned()),

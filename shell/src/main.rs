@@ -126,6 +126,7 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         mode,
         headers: options.headers.unwrap_or(mode == Mode::Table),
         timer: false,
+        changes: false,
         bail: options.bail,
         echo: options.echo,
         integers: options.integers,

@@ -34,6 +34,8 @@ pub struct Settings {
     pub mode: Mode,
     pub headers: bool,
     pub timer: bool,
+    /// Print how many keys each write statement changed (`.changes on`).
+    pub changes: bool,
     pub bail: bool,
     /// Print each line of input before running it (`.echo on`, `-echo`).
     pub echo: bool,
@@ -60,6 +62,9 @@ pub struct Shell {
     pub failed: bool,
     /// How many `.read` commands are running inside each other.
     pub reading: usize,
+    /// Keys changed by the statements run on this database (`.changes`' total; rolled
+    /// back changes count too, as in sqlite3).
+    pub total_changes: u64,
     /// Raised by Ctrl-C (see [`Shell::catch_interrupts`]); the session's statements look
     /// at it too.
     interrupt: Arc<AtomicBool>,
@@ -254,6 +259,7 @@ impl Shell {
             out: Output::stdout(),
             failed: false,
             reading: 0,
+            total_changes: 0,
             interrupt,
         }
     }
@@ -479,6 +485,12 @@ impl Shell {
                 return Ok(Err((e.to_string(), e.offset_in(text))));
             }
         };
+        let changed = match outcome {
+            Outcome::Put { .. } => Some(1),
+            Outcome::Delete { existed } => Some(u64::from(existed)),
+            Outcome::DeletedRange { count } => Some(count),
+            _ => None,
+        };
         match outcome {
             Outcome::Count(n) => {
                 let mut w = row_writer(&mut self.out, self.settings, &["count"])?;
@@ -498,6 +510,16 @@ impl Shell {
                 w.finish()?;
             }
             _ => {}
+        }
+        if let Some(n) = changed {
+            self.total_changes += n;
+            if self.settings.changes {
+                writeln!(
+                    self.out,
+                    "changes: {n}   total_changes: {}",
+                    self.total_changes
+                )?;
+            }
         }
         if self.settings.timer {
             writeln!(self.out, "{}", started.report())?;
@@ -567,6 +589,8 @@ impl Shell {
         }
         let old = std::mem::replace(&mut self.session, session);
         let old_label = std::mem::replace(&mut self.label, label);
+        // (`.changes`' total is the database's, as sqlite3's is its connection's.)
+        self.total_changes = 0;
         let (rolled_back, failed_close) = close_session(old, &old_label);
         if let Some(note) = rolled_back {
             self.note(note)?;
