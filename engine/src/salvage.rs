@@ -211,7 +211,9 @@ pub fn salvage_storage(
         Err(e) => return Err(e),
     };
     let page_size = header.page_size as usize;
-    let legacy = header.version < LOG_UNITS_VERSION;
+    // (With the header unreadable the version is unknown: a record may be in either form,
+    // and one that does not follow the slot's commit is not taken, whatever its form.)
+    let legacy = header.version < LOG_UNITS_VERSION || header_damage.is_some();
     let (decoded, mut reasons) = crate::recovery::read_slots(storage, page_size)?;
     let mut slots = Vec::new();
     for (slot, i) in decoded {
