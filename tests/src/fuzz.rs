@@ -51,7 +51,8 @@ fn literals(stmt: &Statement) -> Vec<&Literal> {
 /// Any bytes as a script on an in-memory database, with parameters `:a` and `:n` bound:
 /// on the default table, PUT, DELETE (of keys and of ranges) and GET with
 /// BEGIN/COMMIT/ROLLBACK agree with a model; a statement naming another parameter fails
-/// and changes nothing; the file stays consistent.
+/// and changes nothing; an error's place is inside its statement; the file stays
+/// consistent.
 pub fn script(data: &[u8]) {
     let Ok(db) = Database::in_memory() else {
         return;
@@ -91,6 +92,12 @@ pub fn script(data: &[u8]) {
     let mut saves: Vec<(String, Entries)> = Vec::new();
     for s in &script.statements {
         let result = session.execute(&s.statement);
+        if let Err(e) = &result {
+            // Where the shell puts the caret: inside the statement's source.
+            let text = String::from_utf8_lossy(data.get(s.span.start..s.span.end).unwrap_or(&[]));
+            let at = e.offset_in(&text);
+            assert!(at <= text.len() && text.is_char_boundary(at), "{e}: {at}");
+        }
         if literals(&s.statement)
             .into_iter()
             .any(|l| bytes(l).is_none())
