@@ -15,6 +15,7 @@ mod info;
 mod inspect;
 mod output;
 mod param;
+mod private_copy;
 mod recover;
 mod render;
 mod repl;

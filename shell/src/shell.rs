@@ -62,6 +62,9 @@ pub struct Shell {
     pub failed: bool,
     /// How many `.read` commands are running inside each other.
     pub reading: usize,
+    /// When a shell on a private copy last looked whether the file's log was applied
+    /// (`private_copy.rs`).
+    pub(crate) copy_looked_at: Option<std::time::Instant>,
     /// Keys changed by the statements run on this database (`.changes`' total; rolled
     /// back changes count too, as in sqlite3).
     pub total_changes: u64,
@@ -172,8 +175,8 @@ pub fn open_session(file: Option<&Path>, access: Access, tuning: Tuning) -> anyh
     if db.is_private_copy() {
         let copy = format!(
             "{}: its writer stopped before applying the commits only its commit log holds: \
-             they are applied in memory, the file is unchanged, and a writer's later commits \
-             do not show here (opening it for writing applies them to the file)",
+             they are applied in memory and the file is unchanged (opening it for writing \
+             applies them to the file); once a writer has, its commits show here",
             path.display()
         );
         opening_note = Some(match opening_note {
@@ -259,6 +262,7 @@ impl Shell {
             out: Output::stdout(),
             failed: false,
             reading: 0,
+            copy_looked_at: None,
             total_changes: 0,
             interrupt,
         }
@@ -367,6 +371,7 @@ impl Shell {
                     break;
                 }
             };
+            self.follow_once_the_log_is_applied()?;
             let at = match &piece {
                 Piece::Command { line, .. }
                 | Piece::Statements { line, .. }

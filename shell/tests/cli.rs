@@ -678,10 +678,73 @@ fn read_only_opening_applies_an_unapplied_log_in_memory() {
         text(&o.stdout)
     );
     assert!(
-        text(&o.stderr).contains("they are applied in memory, the file is unchanged"),
+        text(&o.stderr).contains("they are applied in memory and the file is unchanged"),
         "{}",
         text(&o.stderr)
     );
+}
+
+/// A shell reading a private copy (the file's log unapplied) reads the file itself once a
+/// writer has applied the log: the writer's later commits show, on the same table, and
+/// the shell says so. (Until the forty-second session the copy was kept: nothing the
+/// writer did showed until `.open`.)
+#[test]
+fn a_shell_on_a_private_copy_follows_once_a_writer_applies_the_log()
+-> Result<(), Box<dyn std::error::Error>> {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("stopped.cairn");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/version3-unapplied.cairn"),
+        &file,
+    )?;
+    let mut shell = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["-readonly", path(&file)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut input = shell.stdin.take().ok_or("no stdin")?;
+    let mut output = std::io::BufReader::new(shell.stdout.take().ok_or("no stdout")?);
+    // (Each line ends with GETs of keys that are there: a GET that printed nothing makes
+    // a wrong row, not a wait for one.)
+    let mut rows = |line: &str, n: usize| -> std::io::Result<Vec<String>> {
+        writeln!(input, "{line}")?;
+        let mut rows = vec![String::new(); n];
+        for row in &mut rows {
+            output.read_line(row)?;
+        }
+        Ok(rows)
+    };
+    // The copy: a commit only the log holds shows.
+    assert_eq!(rows("USE text; GET 'late:0'", 1)?, ["late:0\tlogged\n"]);
+    // A writer applies the log and commits.
+    {
+        let db = cairn_engine::Database::open(&file)?;
+        let mut w = db.begin_write()?;
+        w.open_table("text")?.insert(b"after", b"the writer")?;
+        w.commit()?;
+    }
+    // (The shell looks at the file at most once a second.)
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(
+        rows("GET 'after'; GET 'late:0'; GET 'late:1'", 2)?,
+        ["after\tthe writer\n", "late:0\tlogged\n"],
+        "the writer's commit shows, on the table the copy was on"
+    );
+    drop(input);
+    let mut err = String::new();
+    shell
+        .stderr
+        .take()
+        .ok_or("no stderr")?
+        .read_to_string(&mut err)?;
+    assert!(shell.wait()?.success(), "{err}");
+    assert!(
+        err.contains("a writer has applied the commits its log held to the file"),
+        "{err}"
+    );
+    Ok(())
 }
 
 #[test]
