@@ -34,7 +34,8 @@ Dot-commands, each on a line of its own:
 .exit, .quit          leave the shell
 .export FILE [TABLE]  write the rows of TABLE (or the current one) to FILE as CSV
 .headers on|off       print column names, or not
-.help                 show this list
+.help [TOPIC]         show this list, or its lines on a statement's keyword (SCAN)
+                      or a command (.import)
 .import [--skip N] FILE [TABLE]
                       load key,value rows from a CSV file (as .mode csv prints
                       them) into TABLE or the current one, in one transaction
@@ -63,6 +64,43 @@ Dot-commands, each on a line of its own:
 
 Ctrl-C stops a running SCAN, COUNT or .dump and skips the rest of the input;
 Ctrl-D leaves (an open transaction is rolled back).";
+
+/// The lines of [`HELP`] on `topic`: a dot-command's entry (`.import`, or `import`), with
+/// the lines that go on with it; else the statements' lines that hold the keyword
+/// (`scan`, `ROLLBACK`), in any case. `None` when there are none.
+fn help_on(topic: &str) -> Option<String> {
+    let (statements, commands) = HELP.split_once("\n\nDot-commands")?;
+    let command = format!(".{}", topic.trim_start_matches('.'));
+    let mut lines = Vec::new();
+    let mut within = false;
+    for line in commands.lines() {
+        if line.starts_with('.') {
+            // (The names before the description: `.exit, .quit`, `.param set NAME VALUE`.)
+            let names = line.split("  ").next().unwrap_or_default();
+            within = names
+                .split(", ")
+                .filter_map(|name| name.split(' ').next())
+                .any(|name| name.eq_ignore_ascii_case(&command));
+        } else if !line.starts_with("  ") {
+            within = false;
+        }
+        if within {
+            lines.push(line);
+        }
+    }
+    if lines.is_empty() {
+        let keyword = topic.to_ascii_uppercase();
+        lines = statements
+            .lines()
+            .skip(1)
+            .filter(|line| {
+                line.split(|c: char| !c.is_ascii_alphabetic())
+                    .any(|w| w == keyword)
+            })
+            .collect();
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
 
 /// How deep `.read` may nest: a script that reads itself stops here instead of
 /// exhausting the stack.
@@ -205,7 +243,12 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
     }
     let checked = match command {
         ".quit" | ".exit" => return Ok(Flow::Quit),
-        ".help" => arity(0..=0, ".help").map(|()| HELP.to_owned()),
+        ".help" => arity(0..=1, ".help [TOPIC]").and_then(|()| match args.first() {
+            None => Ok(HELP.to_owned()),
+            Some(topic) => help_on(topic).ok_or_else(|| {
+                format!("no help on {topic}: .help alone lists every statement and command")
+            }),
+        }),
         ".mode" if args.is_empty() => Ok(format!(
             "current output mode: {}",
             shell.settings.mode.name()
@@ -427,7 +470,24 @@ fn compact(shell: &mut Shell) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::split_words;
+    use super::{help_on, split_words};
+
+    #[test]
+    fn help_on_a_topic_gives_its_lines_of_the_list() {
+        let help = |t: &str| help_on(t).unwrap_or_default();
+        // A command, with or without its dot, in any case, with the lines that go on.
+        assert!(help("import").starts_with(".import [--skip N] FILE [TABLE]\n"));
+        assert_eq!(help(".IMPORT").lines().count(), 3);
+        assert_eq!(help("quit"), help("exit"));
+        assert_eq!(help("param").lines().count(), 3);
+        // A statement's keyword: every line of statements that holds it.
+        assert!(help("rollback").contains("ROLLBACK TO s"));
+        assert!(help("rollback").contains("BEGIN [READ]"));
+        assert!(!help("rollback").contains(".help"));
+        assert!(help("limit").contains("SCAN [start [end]]"));
+        assert_eq!(help_on("nothing"), None);
+        assert_eq!(help_on("ROLL"), None, "whole words only");
+    }
 
     /// `#` is an ordinary character wherever it stands; quotes and backslashes work as in
     /// a shell (a shell would have dropped every word from a `#` at a word's start on).
