@@ -128,12 +128,16 @@ impl ExecError {
     /// Where in `statement` (the statement's source) this error is best shown: the first
     /// use of an unbound parameter, outside quotes and comments; the table or savepoint
     /// name it is about (the last word or string that spells it: in `DROP TABLE TABLE`,
-    /// the name, not the keyword); else its start (0).
+    /// the name, not the keyword); a key over the limit (the one a `PUT`, `GET` or
+    /// `DELETE` names, after its verb); else its start (0).
     pub fn offset_in(&self, statement: &str) -> usize {
         use cairn_engine::Error as E;
         let name = match self {
             ExecError::UnboundParameter(name) => {
                 return param_offset(statement, name).unwrap_or(0);
+            }
+            ExecError::Engine(E::KeyTooLarge { .. }) => {
+                return crate::parser::after_verb(statement).unwrap_or(0);
             }
             ExecError::Engine(
                 E::TableNotFound(name) | E::TableExists(name) | E::InvalidTableName(name, _),
@@ -211,6 +215,14 @@ mod tests {
         assert_eq!(savepoint.offset_in("ROLLBACK TO SAVEPOINT s"), 22);
         // A name the statement does not spell (the session's table, say): its start.
         assert_eq!(not_found("main").offset_in("SCAN"), 0);
+        // A key over the limit: the key.
+        let long = ExecError::Engine(cairn_engine::Error::KeyTooLarge {
+            len: 2000,
+            max: 1024,
+        });
+        assert_eq!(long.offset_in("put  x'00' 'v'"), 5);
+        assert_eq!(long.offset_in("GET :k"), 4);
+        assert_eq!(long.offset_in("GET"), 0);
         assert_eq!(ExecError::NoTransaction.offset_in("COMMIT"), 0);
     }
 

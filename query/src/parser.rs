@@ -802,6 +802,14 @@ pub fn parse_bytes_with(src: &[u8], limits: Limits) -> Script {
     script
 }
 
+/// The byte offset of what follows the first word of `src` (a statement's source): the key
+/// of a `PUT`, `GET` or `DELETE`.
+pub(crate) fn after_verb(src: &str) -> Option<usize> {
+    let (rest, _) = word(src).ok()?;
+    let (rest, ()) = ws(rest).ok()?;
+    (!rest.is_empty()).then(|| src.len() - rest.len())
+}
+
 /// Every word and text string of `src` (a statement's source) with its byte offset, in
 /// order: the places an error about a name (a table's, a savepoint's) can point at.
 pub(crate) fn names_in(src: &str) -> Vec<(usize, String)> {
