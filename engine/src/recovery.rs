@@ -207,7 +207,16 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
     slots.sort_by_key(|(s, _)| std::cmp::Reverse((s.txid, s.durable_txid)));
     // The newest commit a slot names: a writable open that opens an older one (and replays
     // the log after it) looks for damage in the log when its records stop short of it.
-    let newest = slots.first().map(|(s, _)| s.txid).filter(|_| writable);
+    // With a slot unreadable (torn, or damaged: it may have named the newest commit) the
+    // slots cannot say how far the log should reach, and it looks wherever the records
+    // stop (until the forty-second session a damaged slot and a damaged record together
+    // opened an older commit without a word).
+    let slot_unreadable = reasons.iter().any(|r| !r.is_empty());
+    let newest = match slots.first() {
+        _ if slot_unreadable => Some(u64::MAX),
+        first => first.map(|(s, _)| s.txid),
+    }
+    .filter(|_| writable);
     let mut shortest_needed = None;
     let mut rejected = Vec::new();
     for (slot, i) in slots {

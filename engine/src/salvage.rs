@@ -373,9 +373,12 @@ pub fn salvage_storage(
         }
     }
     // A damaged record that a later one proves durable ends what could be replayed: the
-    // records before it were handed over; the loss is reported after them.
-    let newest = Some(newest_txid);
-    if let Err(e) = crate::recovery::log_tail(storage, &snapshot.slot, page_size, legacy, newest) {
+    // records before it were handed over; the loss is reported after them. (Looked for
+    // wherever the records stop, whatever the slots name: a damaged slot may have named
+    // the newest commit.)
+    let anywhere = Some(u64::MAX);
+    if let Err(e) = crate::recovery::log_tail(storage, &snapshot.slot, page_size, legacy, anywhere)
+    {
         let lost = Lost {
             table: None,
             page: match e {

@@ -738,3 +738,53 @@ fn a_damaged_record_that_later_ones_prove_durable_is_an_error() -> Result<(), Er
     assert_eq!(db.begin_read()?.open_table("t")?.len(), 19);
     Ok(())
 }
+
+/// The same damaged record, and the slot that named the newest commit damaged too: the
+/// other slot names only the commit the log follows, but the records after the damaged
+/// one still prove it durable, so opening fails as before and salvage reports the commits
+/// lost. (Until the forty-second session the file opened at the commit before the damaged
+/// record, and salvage said nothing was lost: the damage test's dead writer found it.)
+#[test]
+fn with_the_newest_slot_damaged_too_the_records_still_prove_the_loss() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let (image, first_unit, base) = died_after_twenty_puts(dir.path())?;
+    let path = dir.path().join("image.cairn");
+    std::fs::write(&path, &image)?;
+    let newest_slot = cairn_engine::inspect(&path)?
+        .slots
+        .iter()
+        .position(|s| {
+            matches!(
+                s,
+                cairn_engine::SlotInfo::Valid {
+                    freelist_page: None,
+                    ..
+                }
+            )
+        })
+        .unwrap_or_else(|| panic!("no slot names a logged commit"));
+    let mut damaged = image.clone();
+    let page_size = 4096;
+    damaged[newest_slot * page_size + 512 + 8] ^= 0xff;
+    damaged[(first_unit + 5) * 512 + 40] ^= 0xff;
+    match open_image(&damaged, false) {
+        Err(e) => assert!(e.to_string().contains("commit log damaged"), "{e}"),
+        Ok(db) => panic!(
+            "opened with {} keys",
+            db.begin_read()?.open_table("t")?.len()
+        ),
+    }
+    std::fs::write(&path, &damaged)?;
+    let got = cairn_tests::salvaged::salvage(&path)?;
+    assert_eq!(got.report.txid + got.report.logged_commits, base + 5);
+    assert!(
+        got.lost
+            .iter()
+            .any(|l| l.keys == cairn_engine::LostKeys::Log
+                && l.reason.contains("commit log damaged")),
+        "{:?}",
+        got.lost
+    );
+    assert_eq!(got.tables.get("t").map(|t| t.len()), Some(5));
+    Ok(())
+}

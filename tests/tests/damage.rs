@@ -80,8 +80,10 @@ fn build(path: &Path, page_size: usize, log: u64) -> Result<(Model, History, Vec
 /// reached, when `history` has it: every entry it hands over is that commit's.
 /// `Err` when it does not; else how much it recovered: everything (`whole`), some
 /// (`partial`: it reported losses), an older commit (`commits lost`: it reported lost
-/// commits, and what it handed over is the commit's it read), some commit this test cannot judge
-/// (`unjudged`), or nothing (`none`: an error).
+/// commits, and what it handed over is the commit's it read), some commit this test
+/// cannot judge (`unjudged`), an older commit without saying commits were lost (`older,
+/// not said`: only where nothing left in the file shows the newer ones, which the caller
+/// judges), or nothing (`none`: an error).
 /// With it, how many of the model's entries it recovered (with the model's value).
 fn salvage_agrees(
     path: &Path,
@@ -89,14 +91,10 @@ fn salvage_agrees(
     history: &History,
 ) -> Result<(&'static str, usize), ()> {
     // An error is clean.
-    let Ok(cairn_tests::salvaged::Collected {
-        tables: got,
-        lost,
-        report,
-    }) = cairn_tests::salvaged::salvage(path)
-    else {
+    let Ok(salvaged) = cairn_tests::salvaged::salvage(path) else {
         return Ok(("none", 0));
     };
+    let got = &salvaged.tables;
     // (Under its name, or in a table salvage found no name for.)
     let unnamed: Vec<_> = got
         .iter()
@@ -115,13 +113,32 @@ fn salvage_agrees(
         .sum();
     // A salvage that says it lost commits hands over an older commit's entries: those of
     // the commit it reached (the tree's, then the log's), which the history may hold.
-    let commits_lost = lost.iter().any(|l| l.keys == LostKeys::Log);
-    let reached = report.txid.saturating_add(report.logged_commits);
-    let model = match (commits_lost, history.get(&reached)) {
-        (false, _) => model,
-        (true, Some(older)) => older,
-        (true, None) => return Ok(("unjudged", recovered)),
+    let commits_lost = salvaged.lost.iter().any(|l| l.keys == LostKeys::Log);
+    let reached = salvaged
+        .report
+        .txid
+        .saturating_add(salvaged.report.logged_commits);
+    let last = history.keys().next_back().copied().unwrap_or(u64::MAX);
+    let class = match (commits_lost, history.get(&reached)) {
+        (true, Some(older)) if agrees(&salvaged, older) => "commits lost",
+        (true, Some(_)) => return Err(()),
+        (true, None) => "unjudged",
+        (false, _) if agrees(&salvaged, model) && salvaged.lost.is_empty() => "whole",
+        (false, _) if agrees(&salvaged, model) => "partial",
+        (false, Some(older)) if reached < last && agrees(&salvaged, older) => "older, not said",
+        (false, _) => return Err(()),
     };
+    Ok((class, recovered))
+}
+
+/// Whether what `salvaged` hands over is `model`'s, and what it does not lies in what it
+/// reports lost.
+fn agrees(salvaged: &cairn_tests::salvaged::Collected, model: &Model) -> bool {
+    let cairn_tests::salvaged::Collected {
+        tables: got,
+        lost,
+        report,
+    } = salvaged;
     let covered = |t: &str, k: &[u8]| {
         lost.iter().any(|l| match (&l.table, &l.keys) {
             (None, _) => true,
@@ -160,12 +177,7 @@ fn salvage_agrees(
             .keys()
             .all(|k| got.get(t).is_some_and(|m| m.contains_key(k)) || covered(t, k))
     });
-    match (handed_are_right && missing_are_lost, lost.is_empty()) {
-        (false, _) => Err(()),
-        (true, _) if commits_lost => Ok(("commits lost", recovered)),
-        (true, true) => Ok(("whole", recovered)),
-        (true, false) => Ok(("partial", recovered)),
-    }
+    handed_are_right && missing_are_lost
 }
 
 /// What the child found, opening the file and salvaging it.
@@ -307,14 +319,22 @@ fn decode_model(bytes: &[u8]) -> Model {
 }
 
 /// Runs the child on `file`; returns the outcome's class, and how much salvage recovered
-/// (`whole`, `partial`, `commits lost`, `unjudged` or `none`, as [`salvage_agrees`] says; empty
-/// when the child said nothing of it) with the number of entries.
+/// (as [`salvage_agrees`] says, or `wrong`; empty when the child said nothing of it) with
+/// the number of entries.
 fn classify(file: &Path, model_file: &Path) -> (String, (&'static str, usize)) {
     let (class, out) = run_child(file, model_file);
-    let salvaged = ["whole", "partial", "commits lost", "unjudged", "none"]
-        .into_iter()
-        .find(|s| out.contains(&format!("salvage: {s}\n")))
-        .unwrap_or("");
+    let salvaged = [
+        "whole",
+        "partial",
+        "commits lost",
+        "unjudged",
+        "older, not said",
+        "none",
+        "wrong",
+    ]
+    .into_iter()
+    .find(|s| out.contains(&format!("salvage: {s}\n")))
+    .unwrap_or("");
     let recovered = out
         .lines()
         .find_map(|l| l.strip_prefix("recovered: "))
@@ -500,6 +520,12 @@ fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::er
             if class != "identical" && class != "clean error" {
                 panic!("{what} (page size {page}, log {log}): {class}, salvage {salvaged:?}");
             }
+            // (The file was closed cleanly: a slot, or the pages, show its last commit.)
+            assert_ne!(
+                salvaged.0, "older, not said",
+                "{what} (page size {page}, log {log}): salvage read an older commit without \
+                 saying commits were lost"
+            );
             caught |= class == "clean error";
             *tally
                 .entry(format!("{page} B pages, {} KiB log: {class}", log >> 10))
@@ -522,8 +548,9 @@ fn damaged_files_give_errors_never_wrong_answers() -> Result<(), Box<dyn std::er
 
 /// The file of a writer that died after a synced load and twenty durable single-put
 /// commits (each in the commit log, not yet applied), read while it held the file; its
-/// image after ten of them; the state after the twentieth and after the nineteenth.
-type Died = (Vec<u8>, Vec<u8>, Model, Model);
+/// image after ten of them; the state after the twentieth and after the nineteenth; the
+/// state after each commit.
+type Died = (Vec<u8>, Vec<u8>, Model, Model, History);
 
 fn died_with_an_unapplied_log(path: &Path) -> Result<Died, Error> {
     let db = Database::builder()
@@ -532,6 +559,7 @@ fn died_with_an_unapplied_log(path: &Path) -> Result<Died, Error> {
         .create(path)?;
     let mut model = Model::new();
     let m = model.entry("t".to_owned()).or_default();
+    let mut history = History::new();
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     let mut t = w.open_table("t")?;
@@ -540,6 +568,7 @@ fn died_with_an_unapplied_log(path: &Path) -> Result<Died, Error> {
         t.insert(&i.to_be_bytes(), &value)?;
         m.insert(i.to_be_bytes().to_vec(), value);
     }
+    history.insert(w.txid(), model.clone());
     w.commit()?;
     db.sync()?;
     let (mut halfway, mut before_last) = (Vec::new(), Model::new());
@@ -553,15 +582,17 @@ fn died_with_an_unapplied_log(path: &Path) -> Result<Died, Error> {
         let mut w = db.begin_write()?;
         let key = (i * 15).to_be_bytes();
         w.open_table("t")?.insert(&key, b"changed")?;
+        let txid = w.txid();
         w.commit()?;
         model
             .entry("t".to_owned())
             .or_default()
             .insert(key.to_vec(), b"changed".to_vec());
+        history.insert(txid, model.clone());
     }
     let died = std::fs::read(path)?;
     drop(db);
-    Ok((died, halfway, model, before_last))
+    Ok((died, halfway, model, before_last, history))
 }
 
 /// Damage to the file of a writer that died before its commit log was applied: opening
@@ -574,10 +605,12 @@ fn a_dead_writers_damaged_file_gives_its_last_commits_or_an_error()
 -> Result<(), Box<dyn std::error::Error>> {
     let mut rng = SmallRng::seed_from_u64(seed("damage-unapplied"));
     let dir = tempfile::tempdir()?;
-    let (died, halfway, last, before_last) =
+    let (died, halfway, last, before_last, history) =
         died_with_an_unapplied_log(&dir.path().join("died.cairn"))?;
     let (last_file, before_file) = (dir.path().join("last"), dir.path().join("before"));
     write_model(&last_file, &last)?;
+    // (Salvage is judged against the last commit's model, or the one it says it read.)
+    write_history(&history_file(&last_file), &history)?;
     write_model(&before_file, &before_last)?;
     // The log's records are contiguous from its first unit (page 2): the last page that
     // holds one (kind 5 at a unit's start) holds the last records.
@@ -588,13 +621,27 @@ fn a_dead_writers_damaged_file_gives_its_last_commits_or_an_error()
     let tail = last_page * 1024..(last_page + 1) * 1024;
     let damaged = dir.path().join("damaged.cairn");
     let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut salvage: BTreeMap<&str, usize> = BTreeMap::new();
     for _ in 0..scale("CAIRN_DAMAGED_FILES", 60) {
         let (what, bytes) = damage(&mut rng, &died, &halfway, 1024);
         let touches_tail =
             bytes.len() < tail.end || tail.clone().any(|at| bytes.get(at) != died.get(at));
         // (Opening for writing applies the log: each look starts from the damaged bytes.)
         std::fs::write(&damaged, &bytes)?;
-        let class = match classify(&damaged, &last_file).0.as_str() {
+        let (class, salvaged) = classify(&damaged, &last_file);
+        // (Judged apart from the opening, which the damage may take to an older commit. So
+        // may salvage, without a word, where the damage took the last records: with the
+        // slot that named their commits, nothing shows they were there.)
+        assert_ne!(
+            salvaged.0, "wrong",
+            "{what}: salvage handed over a wrong entry"
+        );
+        assert!(
+            salvaged.0 != "older, not said" || touches_tail,
+            "{what}: salvage read an older commit and did not say commits were lost"
+        );
+        *salvage.entry(salvaged.0).or_insert(0) += 1;
+        let class = match class.as_str() {
             "identical" => "the last commit",
             "clean error" => "clean error",
             "wrong answer" => {
@@ -611,7 +658,10 @@ fn a_dead_writers_damaged_file_gives_its_last_commits_or_an_error()
         };
         *tally.entry(class).or_insert(0) += 1;
     }
-    eprintln!("dead writer's damaged files: {tally:?}; 0 older states, 0 panics, 0 hangs");
+    eprintln!(
+        "dead writer's damaged files: {tally:?}; 0 older states, 0 panics, 0 hangs; salvage \
+         of each: {salvage:?}, none wrong"
+    );
     assert!(tally.get("clean error").is_some_and(|n| *n > 0));
     Ok(())
 }
