@@ -87,9 +87,13 @@ pub(crate) fn log_tail(
     }
     let p = page_size as u64;
     let unit = LOG_UNIT as u64;
-    let mut window = Window::new(storage, slot.log_page * p, slot.log_pages * p);
+    // (What the file holds of the log: all of it, but for a damaged file salvage reads,
+    // cut short; the rest cannot be read, and is looked at as not there.)
+    let log_start = slot.log_page * p;
+    let log_len = (slot.log_pages * p).min(storage.len().saturating_sub(log_start));
+    let mut window = Window::new(storage, log_start, log_len);
     let mut out = Vec::new();
-    let units = slot.log_pages * (p / unit);
+    let units = log_len / unit;
     let (mut at, mut base, mut next) = (0u64, None, None);
     // A commit that wrote its free set after its durable one was not logged, and no record
     // follows it in that cycle (an unlogged commit leaves a gap until the next sync), or it
@@ -129,7 +133,7 @@ pub(crate) fn log_tail(
                 // (From this unit: a record of the cycle that does not follow may itself
                 // say the one it displaced was durable.)
                 if let Some((missing, txid)) =
-                    broken.proof(&mut window, slot, page_size, legacy, at)?
+                    broken.proof(&mut window, slot, page_size, legacy, at..units)?
                 {
                     return Err(Error::corrupt(
                         page,
@@ -178,22 +182,21 @@ impl Broken {
         (missing > opened && txid > missing && durable >= missing).then_some(missing)
     }
 
-    /// The first record from unit `from` of the log on that proves this one durable:
-    /// the broken record's commit and the proving record's. Only a header that would prove
-    /// it has its record read and verified, and the look goes on past that record, verified
-    /// or not: each byte of the log is read about once, whatever the log holds.
+    /// The first record in `units` of the log that proves this one durable: the broken
+    /// record's commit and the proving record's. Only a header that would prove it has its
+    /// record read and verified, and the look goes on past that record, verified or not:
+    /// each byte of the log is read about once, whatever the log holds.
     fn proof(
         self,
         window: &mut Window<'_>,
         slot: &Slot,
         page_size: usize,
         legacy: bool,
-        from: u64,
+        units: std::ops::Range<u64>,
     ) -> Result<Option<(u64, u64)>> {
         let (p, unit) = (page_size as u64, LOG_UNIT as u64);
-        let units = slot.log_pages * (p / unit);
-        let mut at = from;
-        while at < units {
+        let mut at = units.start;
+        while at < units.end {
             let head = window.from(at * unit, unit)?;
             let (Some(claimed), Some(fields)) =
                 (LogRecord::claimed_len(head), LogRecord::header(head))
@@ -275,6 +278,22 @@ mod tests {
         let mut b = [0u8; 1];
         storage.read(at, &mut b)?;
         storage.write(at, &[b[0] ^ 0xff])?;
+        Ok(())
+    }
+
+    /// A file cut short inside its log (damage salvage reads): the records it still holds
+    /// are read, and the looks past a broken one stop at the file's end, without an error.
+    #[test]
+    fn a_log_the_file_cuts_short_is_read_as_far_as_it_goes() -> CairnResult<()> {
+        let records = [(11, 10, 10, 9), (12, 10, 11, 9), (13, 10, 12, 9)];
+        let s = log_of(&records)?;
+        let cut = (LOG_PAGE * P) + 2 * LOG_UNIT as u64 + 100;
+        s.resize(cut)?;
+        assert_eq!(tail_len(&s, 10, 5, true), Ok(2));
+        assert_eq!(tail_len(&s, 10, 5, false), Ok(2));
+        // Cut before the log: nothing, and no error.
+        s.resize(LOG_PAGE * P - 10)?;
+        assert_eq!(tail_len(&s, 10, 5, true), Ok(0));
         Ok(())
     }
 
@@ -434,7 +453,7 @@ mod tests {
         let mut window = Window::new(&storage, LOG_PAGE * P, log_bytes);
         let broken = Broken::Next { base: 10, txid: 12 };
         assert_eq!(
-            broken.proof(&mut window, &slot, P as usize, false, 1)?,
+            broken.proof(&mut window, &slot, P as usize, false, 1..units)?,
             None
         );
         assert!(
