@@ -743,7 +743,8 @@ fn a_damaged_record_that_later_ones_prove_durable_is_an_error() -> Result<(), Er
 /// other slot names only the commit the log follows, but the records after the damaged
 /// one still prove it durable, so opening fails as before and salvage reports the commits
 /// lost. (Until the forty-second session the file opened at the commit before the damaged
-/// record, and salvage said nothing was lost: the damage test's dead writer found it.)
+/// record, and salvage said nothing was lost: seen while looking into a damaged file of
+/// the damage test's dead writer whose last records were lost with their slot.)
 #[test]
 fn with_the_newest_slot_damaged_too_the_records_still_prove_the_loss() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
