@@ -70,7 +70,11 @@ Ctrl-D leaves (an open transaction is rolled back).";
 /// (`scan`, `ROLLBACK`), in any case. `None` when there are none.
 fn help_on(topic: &str) -> Option<String> {
     let (statements, commands) = HELP.split_once("\n\nDot-commands")?;
-    let command = format!(".{}", topic.trim_start_matches('.'));
+    let name = topic.trim_start_matches('.');
+    if name.is_empty() {
+        return None;
+    }
+    let command = format!(".{name}");
     let mut lines = Vec::new();
     let mut within = false;
     for line in commands.lines() {
@@ -486,6 +490,8 @@ mod tests {
         assert!(!help("rollback").contains(".help"));
         assert!(help("limit").contains("SCAN [start [end]]"));
         assert_eq!(help_on("nothing"), None);
+        assert_eq!(help_on(""), None);
+        assert_eq!(help_on("."), None);
         assert_eq!(help_on("ROLL"), None, "whole words only");
     }
 
