@@ -37,17 +37,17 @@ impl Database {
         }
         let source = self.begin_read()?;
         let new = NewFile::beside(path)?;
-        // The copy gets the source's page size and commit log (the default log for a source
-        // without one: in memory, or made without).
-        let log_bytes = match source.snapshot.slot.log_pages {
-            0 => crate::recovery::DEFAULT_LOG_BYTES,
-            pages => pages * self.page_size() as u64,
-        };
-        let target = Database::builder()
-            .page_size(self.page_size())
-            .log_size(log_bytes)
-            .durability(Durability::Eventual)
-            .with_storage(Arc::new(new.storage()?), true, None)?;
+        // The copy gets the source's page size and commit log (a new file's log, which
+        // grows, for a source without one: in memory, or made without).
+        let mut builder = Database::builder().page_size(self.page_size());
+        if let pages @ 1.. = source.snapshot.slot.log_pages {
+            builder = builder.log_size(pages * self.page_size() as u64);
+        }
+        let target = builder.durability(Durability::Eventual).with_storage(
+            Arc::new(new.storage()?),
+            true,
+            None,
+        )?;
         let mut copied = 0u64;
         for info in source.list_tables()? {
             let table = source.open_table(&info.name)?;

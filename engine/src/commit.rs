@@ -10,6 +10,7 @@
 
 mod encode;
 mod file_size;
+mod log_growth;
 mod page_writes;
 mod record;
 mod spill;
@@ -29,6 +30,8 @@ pub(crate) use encode::encode_free_set;
 use encode::{finalize, place};
 pub(crate) use file_size::grow;
 use file_size::{MIN_GROWTH_PAGES, pages_to_cut, tail_to_cut};
+pub(crate) use log_growth::compacted_pages;
+use log_growth::{LogPressure, grown_pages, zero_run};
 use page_writes::{Written, pages_per_write};
 use record::Record;
 pub(crate) use spill::MIN_BUDGET_PAGES;
@@ -139,11 +142,42 @@ impl WriteTxn {
             let meta = state.current.encode();
             self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta))?;
         }
-        let placed = if self.compacting {
-            FxHashMap::default()
+        // The commit log moves to a new run, if it does (`log_growth.rs`), only in a commit
+        // that syncs: one that grows it because it was too small for what this commit asked
+        // (so that the commit cannot log: it syncs, being Immediate), or a compaction's. The
+        // run is the lowest that holds it once the pages of the nodes are free again, before
+        // the nodes take theirs: a log grown by a bulk load goes below the loaded pages, not
+        // after them, where it would keep the file from shrinking when they go.
+        let record_units = self
+            .ops
+            .as_ref()
+            .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(LOG_UNIT) as u64);
+        let new_pages = if self.compacting {
+            compacted_pages(&ws.log, &self.freelist, page_size)
+        } else if self.durability == Durability::Immediate {
+            let old_freelist = self.base.slot.freelist_run(page_size).count();
+            let waiting = self.freelist.waiting_after(original.durable_txid) + old_freelist;
+            let pressure = LogPressure {
+                outgrew: self.outgrew_log,
+                record_units,
+                in_cycle: ws.log.next == Some(txid),
+                too_many_waiting: waiting as u64 > WAITING_PER_LOG_PAGE * ws.log.pages,
+            };
+            grown_pages(&ws.log, page_size, pressure)
         } else {
-            place(&self.dirty.nodes, &mut self.freelist, txid)
+            None
         };
+        let (placed, new_log) = if self.compacting {
+            let new_log = new_pages.map(|pages| (self.freelist.alloc_run(pages), pages));
+            (FxHashMap::default(), new_log)
+        } else {
+            place(&self.dirty.nodes, &mut self.freelist, txid, new_pages)
+        };
+        if new_log.is_some() {
+            for page in ws.log.page..ws.log.page + ws.log.pages {
+                self.freelist.free(page, txid);
+            }
+        }
         let mut out: Vec<(u64, Box<[u8]>)> = Vec::new();
         let mut finish = |nodes: &mut FxHashMap<u64, Node>, root| {
             finalize(nodes, &placed, root, txid, page_size, &mut out)
@@ -190,10 +224,6 @@ impl WriteTxn {
         // the waiting pages are known). A durable commit makes its record, and the records
         // of the Eventual commits before it, durable with one `O_DSYNC` write instead of
         // syncing the file; an Eventual commit writes its record like its pages.
-        let record_units = self
-            .ops
-            .as_ref()
-            .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(LOG_UNIT) as u64);
         let page_bytes = || {
             out.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
                 + written_runs
@@ -202,6 +232,7 @@ impl WriteTxn {
                     .sum::<u64>()
         };
         let mut logged = !self.compacting
+            && new_log.is_none()
             && ws.log.next == Some(txid)
             && record_units.is_some_and(|n| {
                 let bytes = n * LOG_UNIT as u64;
@@ -254,6 +285,11 @@ impl WriteTxn {
             let limit = pages_to_cut(len, used, p, log).min(MAX_TAIL_SCAN);
             logged = self.freelist.unused_tail(limit) < limit;
         }
+        let durable =
+            !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
+        debug_assert!(new_log.is_none() || durable, "the log moves only at a sync");
+        let (log_page, log_pages) = new_log.unwrap_or((ws.log.page, ws.log.pages));
+        let log = log_pages * p;
         let (freelist_page, freelist_crc, freelist_bytes) = if logged {
             (Slot::FREELIST_IN_MEMORY, 0, 0)
         } else {
@@ -271,8 +307,6 @@ impl WriteTxn {
         let page_count = self.freelist.page_count;
         let needed = page_count * p;
         grow(storage, needed, p, log)?;
-        let durable =
-            !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
 
         // 5. Every new page, adjacent pages coalesced into one write (unless the commit is
         //    scattered), then the slot, in the slot not holding the last durable commit.
@@ -292,8 +326,8 @@ impl WriteTxn {
             freelist_page,
             freelist_len: freelist_bytes,
             freelist_crc,
-            log_page: ws.log.page,
-            log_pages: ws.log.pages,
+            log_page,
+            log_pages,
         };
         for page in written_runs.into_iter().flatten() {
             verified.remove(page);
@@ -324,6 +358,9 @@ impl WriteTxn {
             }
         } else {
             written.pages(&out)?;
+            if let Some((first, pages)) = new_log {
+                zero_run(storage, first, pages, page_size, &verified)?;
+            }
             written.slot()?;
             if !durable {
                 // An unlogged commit leaves a gap in the log: it serves again after a sync.
@@ -335,6 +372,7 @@ impl WriteTxn {
             ws.durable_txid = txid;
             ws.durable_slot = slot_index;
             ws.log.restart(txid);
+            (ws.log.page, ws.log.pages) = (log_page, log_pages);
             // Now that no recovery path needs pages past `page_count` (the other slot's
             // commit is older than this durable one and is never chosen over it), give a
             // long tail of unused space back, keeping 16 pages (compaction keeps nothing).

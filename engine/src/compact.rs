@@ -78,7 +78,11 @@ impl Database {
             let (moved, merged) = txn.relocate(STEP_PAGES, std::mem::take(&mut evacuate))?;
             let target = txn.freelist.in_use();
             let loose = txn.freelist.free.range(target..).next().is_some();
-            if moved == 0 && merged == 0 && !loose {
+            // (A step that moves nothing may still move the commit log down.)
+            let log_moves = txn.original.as_ref().is_some_and(|ws| {
+                crate::commit::compacted_pages(&ws.log, &txn.freelist, self.page_size()).is_some()
+            });
+            if moved == 0 && merged == 0 && !loose && !log_moves {
                 // Nothing to move and nothing free to cut: done (or waiting for a reader).
                 break;
             }

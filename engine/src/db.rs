@@ -62,6 +62,9 @@ pub(crate) struct LogState {
     /// The log's run of pages (0: none).
     pub page: u64,
     pub pages: u64,
+    /// The most pages the log may grow to (docs/design.md#commit-log): at a sync, a log
+    /// that was too small for the cycle moves to a larger run.
+    pub target: u64,
     /// Units ([`crate::format::LOG_UNIT`] bytes) the cycle's records take.
     pub head: u64,
     /// The id the next record must have: the commit after the last one logged, or after

@@ -44,6 +44,11 @@ pub(crate) struct Opened {
 /// 100-byte values (a 1.15 MB record) still log, and commit about 1.4× faster than at
 /// 1 MiB (docs/benchmark-history.md, twenty-ninth session).
 pub(crate) const DEFAULT_LOG_BYTES: u64 = 2 << 20;
+/// The commit log a new file starts with unless the builder names a size: a database that
+/// sees few durable commits stays small (its file about 140 KB with a table, against
+/// 2.2 MB with the whole log), and a busy one's log grows to [`DEFAULT_LOG_BYTES`] as its
+/// cycles fill it (docs/design.md#commit-log).
+pub(crate) const INITIAL_LOG_BYTES: u64 = 64 << 10;
 const MIN_LOG_PAGES: u64 = 16;
 /// The largest commit log a slot may name (opening may read a whole cycle into memory).
 pub(crate) const MAX_LOG_BYTES: u64 = 64 << 20;

@@ -34,6 +34,9 @@ pub struct WriteTxn {
     /// The changes so far, for the commit log; `None` once the commit cannot use the log
     /// (too large for it, or a change failed half-way).
     pub(crate) ops: Option<OpLog>,
+    /// Whether the changes outgrew the commit log (its record would not fit a whole
+    /// cycle): the commit's sync may move the log to a larger run.
+    pub(crate) outgrew_log: bool,
     /// The damage a removal met (perhaps part-way, after it had changed the tree: a
     /// sibling to merge with, the next leaf of a range): the transaction can then only
     /// roll back, and `commit` returns this instead of committing half a change.
@@ -107,6 +110,7 @@ impl WriteTxn {
             tables: TxnTables::default(),
             compacting: false,
             ops,
+            outgrew_log: false,
             damaged: None,
             savepoints: Vec::new(),
         }
@@ -131,7 +135,12 @@ impl WriteTxn {
         self.bound_memory()?;
         let out = change(self);
         let name = table.and_then(|id| self.tables.name(id));
-        let keep = out.is_ok() && self.ops.as_mut().is_some_and(|ops| ops.record(name, op));
+        let keep = out.is_ok()
+            && self.ops.as_mut().is_some_and(|ops| {
+                let fits = ops.record(name, op);
+                self.outgrew_log |= !fits;
+                fits
+            });
         if !keep {
             self.ops = None;
         }
@@ -154,11 +163,13 @@ impl WriteTxn {
         let keep = out.is_ok()
             && self.ops.as_mut().is_some_and(|ops| {
                 let mut start = 0;
-                ends.iter().all(|&end| {
+                let fits = ends.iter().all(|&end| {
                     let key = &keys[start..end];
                     start = end;
                     ops.record(name, LogOp::Delete(key))
-                })
+                });
+                self.outgrew_log |= !fits;
+                fits
             });
         if !keep {
             self.ops = None;

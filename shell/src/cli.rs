@@ -31,9 +31,10 @@ Options:
   -readonly             open FILE read-only
   -txnmemory SIZE       memory a write transaction's changed pages may take before it
                         writes some to the file (bytes, or with K, M or G; default 512M)
-  -logsize SIZE         the commit log of a file the shell creates (default 2M; 0: none,
-                        every durable commit syncs the file): a smaller log makes a
-                        smaller file and slower durable commits
+  -logsize SIZE         the commit log's size (default: a new file's starts at 64K and
+                        grows to 2M as durable commits fill it; 0: none for a new file,
+                        every durable commit syncs it): a smaller log makes a smaller
+                        file and slower durable commits
   -param NAME VALUE     bind the parameter :NAME to VALUE, a literal ('text', x'00ff',
                         42) as .param set takes it (may be repeated)
   -mode MODE            output mode: table, plain, csv, json or line
@@ -67,7 +68,7 @@ pub struct Options {
     pub read_only: bool,
     /// `Builder::txn_memory`, when given.
     pub txn_memory: Option<usize>,
-    /// `Builder::log_size` for a file the shell creates, when given.
+    /// `Builder::log_size`, when given.
     pub log_size: Option<u64>,
     pub mode: Option<Mode>,
     pub headers: Option<bool>,

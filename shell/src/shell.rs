@@ -93,7 +93,7 @@ pub fn row_writer<'w>(
 pub struct Tuning {
     /// `Builder::txn_memory` (`-txnmemory`).
     pub txn_memory: Option<usize>,
-    /// `Builder::log_size` for a file the shell creates (`-logsize`).
+    /// `Builder::log_size` (`-logsize`).
     pub log_size: Option<u64>,
 }
 

@@ -32,7 +32,7 @@ fn a_full_disk_fails_commits_cleanly_and_writes_resume_afterwards() {
         script.push_str(&format!("PUT {i} '{value}'\nCOUNT\n"));
     }
     // 3 or 6 MiB of file at most (ulimit counts 512- or 1024-byte blocks, by shell), of
-    // which the commit log takes 2 MiB; the script would need about 7 MiB.
+    // which the commit log, grown, takes 2 MiB; the script would need about 7 MiB.
     let limited = run(
         Command::new("sh")
             .arg("-c")

@@ -14,16 +14,21 @@ use crate::freelist::FreeList;
 /// positioned writes (a scattered write costs a sync much more than a contiguous one).
 /// Leaves take the lower pages, branches the upper, so that the branches, which the next
 /// commit likely rewrites, free a run together. Returns the pages that changed.
+///
+/// With `log_pages`, a run of that many pages for the commit log is taken first, once the
+/// nodes' pages are free again (the lowest run that holds it); its first page is returned
+/// with the pages.
 pub(super) fn place(
     nodes: &FxHashMap<u64, Node>,
     freelist: &mut FreeList,
     txid: u64,
-) -> FxHashMap<u64, u64> {
+    log_pages: Option<u64>,
+) -> (FxHashMap<u64, u64>, Option<(u64, u64)>) {
     let ids = nodes
         .iter()
         .map(|(&id, node)| (matches!(node, Node::Branch(_)), id))
         .collect();
-    place_ids(ids, freelist, txid)
+    place_ids(ids, freelist, txid, log_pages)
 }
 
 /// As [`place`], for the nodes `ids` (each with whether it is a branch).
@@ -31,18 +36,22 @@ pub(super) fn place_ids(
     mut ids: Vec<(bool, u64)>,
     freelist: &mut FreeList,
     txid: u64,
-) -> FxHashMap<u64, u64> {
+    log_pages: Option<u64>,
+) -> (FxHashMap<u64, u64>, Option<(u64, u64)>) {
     ids.sort_unstable();
     for &(_, id) in &ids {
         // Pages the transaction allocated: free again at once.
         freelist.free(id, txid);
     }
+    let log = log_pages.map(|n| (freelist.alloc_run(n), n));
     let pages = freelist.alloc_many(ids.len());
-    ids.iter()
+    let placed = ids
+        .iter()
         .map(|&(_, id)| id)
         .zip(pages)
         .filter(|(old, new)| old != new)
-        .collect()
+        .collect();
+    (placed, log)
 }
 
 /// Encodes the owned node at `r` and every owned node under it, leaves first, so that

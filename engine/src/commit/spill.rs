@@ -171,7 +171,13 @@ impl WriteTxn {
         let placed = if self.compacting {
             FxHashMap::default()
         } else {
-            place_ids(std::mem::take(&mut plan.ids), &mut self.freelist, txid)
+            place_ids(
+                std::mem::take(&mut plan.ids),
+                &mut self.freelist,
+                txid,
+                None,
+            )
+            .0
         };
         let mut out = Vec::new();
         for &(parent, i) in &plan.tops {

@@ -19,7 +19,8 @@ use crate::writer_slot::WriterSlot;
 #[derive(Debug, Clone)]
 pub struct Builder {
     pub(super) page_size: usize,
-    pub(super) log_size: u64,
+    /// The commit log asked for (`None`: start small and grow to the default).
+    pub(super) log_size: Option<u64>,
     pub(super) durability: Durability,
     pub(super) lock_timeout: Duration,
     pub(super) read_only: bool,
@@ -48,7 +49,7 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             page_size: 4096,
-            log_size: recovery::DEFAULT_LOG_BYTES,
+            log_size: None,
             durability: Durability::Immediate,
             lock_timeout: Duration::from_secs(1),
             read_only: false,
@@ -69,16 +70,32 @@ impl Builder {
         self
     }
 
-    /// The size of a new database's commit log, in bytes: rounded up to whole pages, at
-    /// least 16 of them, at most 64 MiB (default 2 MiB); 0 makes none. An existing database
-    /// keeps the log it was created with. A durable commit whose record of its changes fits
-    /// in the log's free space appends it there with one write instead of syncing the file,
-    /// which is synced when the log is full: a larger log lets larger transactions commit
-    /// that way and makes syncs rarer (each writes back more pages), for a larger file.
-    /// Without a log, every durable commit syncs the file.
+    /// The size of the commit log, in bytes: rounded up to whole pages, at least 16 of
+    /// them, at most 64 MiB; 0 makes none. A durable commit whose record of its changes
+    /// fits in the log's free space appends it there with one write instead of syncing the
+    /// file, which is synced when the log is full: a larger log lets larger transactions
+    /// commit that way and makes syncs rarer (each writes back more pages), for a larger
+    /// file. Without a log, every durable commit syncs the file.
+    ///
+    /// A new database gets a log of this size. Unless it is given, a new database's log
+    /// starts at 64 KiB and grows, at a sync, each time a cycle of commits fills it (or a
+    /// transaction's record does not fit it), doubling up to 2 MiB: a database that sees
+    /// few durable commits keeps a small file. An existing database's log grows likewise
+    /// up to this size (2 MiB when not given), and never shrinks; a database made without
+    /// a log never gets one.
     pub fn log_size(mut self, bytes: u64) -> Self {
-        self.log_size = bytes;
+        self.log_size = Some(bytes);
         self
+    }
+
+    /// The bytes of a new file's commit log.
+    pub(crate) fn new_log_bytes(&self) -> u64 {
+        self.log_size.unwrap_or(recovery::INITIAL_LOG_BYTES)
+    }
+
+    /// The bytes a commit log may grow to.
+    fn log_target_bytes(&self) -> u64 {
+        self.log_size.unwrap_or(recovery::DEFAULT_LOG_BYTES)
     }
 
     /// The default durability of write transactions (default `Immediate`).
@@ -153,8 +170,9 @@ impl Builder {
             return Err(Error::InvalidPageSize(p as u64));
         }
         // As `initialise` will round it, so that what it makes opens again.
-        if recovery::log_pages(self.log_size, p).is_none() {
-            return Err(Error::InvalidLogSize(self.log_size));
+        let bytes = self.new_log_bytes();
+        if recovery::log_pages(bytes, p).is_none() {
+            return Err(Error::InvalidLogSize(bytes));
         }
         Ok(())
     }
@@ -212,9 +230,15 @@ impl Builder {
         lock_file: Option<std::fs::File>,
         writer_claim: Option<crate::lock::WriterClaim>,
     ) -> Result<Database> {
+        // What the log may grow to: within the limit a new file's log has (any size up to
+        // it is whole pages of any page size).
+        let target_bytes = self.log_target_bytes();
+        if !self.read_only && target_bytes > recovery::MAX_LOG_BYTES {
+            return Err(Error::InvalidLogSize(target_bytes));
+        }
         if create && storage.is_empty() && !self.read_only {
             self.check_new_file()?;
-            recovery::initialise(storage.as_ref(), self.page_size, self.log_size)?;
+            recovery::initialise(storage.as_ref(), self.page_size, self.new_log_bytes())?;
         }
         let counters = Arc::new(IoCounters::default());
         let storage: Arc<dyn Storage> = Arc::new(Counted {
@@ -260,6 +284,7 @@ impl Builder {
         };
         let slot = opened.snapshot.slot;
         let page_size = opened.snapshot.page_size;
+        let log_target = recovery::log_pages(target_bytes, page_size).unwrap_or(slot.log_pages);
         let file_backed = if self.read_only && lock_file.is_some() {
             u64::MAX
         } else {
@@ -291,6 +316,7 @@ impl Builder {
                 log: LogState {
                     page: slot.log_page,
                     pages: slot.log_pages,
+                    target: log_target,
                     ..LogState::default()
                 },
             }))),
@@ -360,7 +386,7 @@ impl Builder {
             // Written beside the path and linked into place whole (or another creator's
             // file kept), then opened like any existing database.
             self.check_new_file()?;
-            crate::create::create_file(path, self.page_size, self.log_size)?;
+            crate::create::create_file(path, self.page_size, self.new_log_bytes())?;
         }
         let file = OpenOptions::new()
             .read(true)

@@ -35,8 +35,9 @@ Options:
                        default) or sleep (the least CPU time)
   --page-size SIZE     page size of the fresh database (default 4096; a SIZE is bytes,
                        or with K, M or G)
-  --log-size SIZE      commit log of the fresh database (default 2M; 0: none, every
-                       durable commit syncs the file)
+  --log-size SIZE      commit log of the fresh database (default: 64K, growing to 2M
+                       as durable commits fill it; 0: none, every durable commit syncs
+                       the file)
   --db FILE            run against FILE instead of a fresh temporary database
   --memory             run against an in-memory database
   --param NAME VALUE   bind the parameter :NAME in every session to VALUE, a literal

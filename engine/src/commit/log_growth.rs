@@ -1,0 +1,160 @@
+//! When the commit log grows: a commit that syncs because the log was too small for its
+//! cycle moves the log to a larger run of pages (docs/design.md#commit-log).
+//!
+//! A new file's log starts small, so that a database that sees few durable commits keeps a
+//! small file; a busy one's cycles fill it, and each sync they end doubles it, up to the
+//! size the builder allows. The move happens only at a sync: the new run is written with
+//! zeros before it, the slot that names it is durable after it, and the old run is freed
+//! by that commit (so reused only once it is durable, like any page of the commit before).
+
+use crate::db::LogState;
+use crate::error::Result;
+use crate::freelist::FreeList;
+use crate::storage::Storage;
+use crate::verified::VerifiedSet;
+
+/// Why a commit could not take the log, as far as its size goes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LogPressure {
+    /// The transaction's changes would not fit the whole log.
+    pub outgrew: bool,
+    /// The units of the commit's record, when it has one.
+    pub record_units: Option<u64>,
+    /// Whether the record would have been the cycle's next one.
+    pub in_cycle: bool,
+    /// Whether more freed pages wait for a sync than the log's size lets a cycle keep.
+    pub too_many_waiting: bool,
+}
+
+/// The pages the log moves to, if it is too small for what this commit asked of it and
+/// may grow: doubled (or as many as the record needs), at most `log.target`; all of it
+/// when the transaction outgrew the whole log.
+pub(super) fn grown_pages(log: &LogState, page_size: usize, need: LogPressure) -> Option<u64> {
+    if log.pages == 0 || log.pages >= log.target {
+        return None;
+    }
+    let units_per_page = (page_size / crate::format::LOG_UNIT) as u64;
+    let short_of = need
+        .record_units
+        .filter(|&n| need.in_cycle && log.head + n > log.units(page_size));
+    let pages = if need.outgrew {
+        log.target
+    } else if let Some(n) = short_of {
+        (log.pages * 2).max(n.div_ceil(units_per_page))
+    } else if need.in_cycle && need.too_many_waiting {
+        log.pages * 2
+    } else {
+        return None;
+    };
+    Some(pages.min(log.target))
+}
+
+/// The pages compaction moves the log to, if it moves: a log larger than a new file's
+/// starts small again (it grows back as cycles fill it), and one that lies past the pages
+/// in use goes lower, so that the file's end can leave — to the lowest run of free pages,
+/// when that lies below the log.
+pub(crate) fn compacted_pages(log: &LogState, free: &FreeList, page_size: usize) -> Option<u64> {
+    if log.pages == 0 {
+        return None;
+    }
+    let initial = crate::recovery::log_pages(crate::recovery::INITIAL_LOG_BYTES, page_size)
+        .unwrap_or(log.pages);
+    let pages = log.pages.min(initial);
+    let past_use = log.page + log.pages > free.in_use();
+    let first = free.find_run(pages)?;
+    (first < log.page && (pages < log.pages || past_use)).then_some(pages)
+}
+
+/// Writes zeros over the log's new run of `pages` pages from `first` (a page per write, as
+/// the first log was written: the kernel then caches it in page-sized pieces, each flushed
+/// alone), so that its durable writes never allocate blocks and no older bytes read as a
+/// record; its pages are no longer verified tree pages.
+pub(super) fn zero_run(
+    storage: &dyn Storage,
+    first: u64,
+    pages: u64,
+    page_size: usize,
+    verified: &VerifiedSet,
+) -> Result<()> {
+    let zeros = vec![0u8; page_size];
+    for page in first..first + pages {
+        verified.remove(page);
+        storage.write(page * page_size as u64, &zeros)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LogPressure, grown_pages};
+    use crate::db::LogState;
+
+    const P: usize = 4096;
+
+    fn log(pages: u64, target: u64, head: u64) -> LogState {
+        LogState {
+            page: 2,
+            pages,
+            target,
+            head,
+            ..LogState::default()
+        }
+    }
+
+    fn need(
+        outgrew: bool,
+        record_units: Option<u64>,
+        in_cycle: bool,
+        waiting: bool,
+    ) -> LogPressure {
+        LogPressure {
+            outgrew,
+            record_units,
+            in_cycle,
+            too_many_waiting: waiting,
+        }
+    }
+
+    #[test]
+    fn a_full_cycle_doubles_the_log_up_to_its_target_and_nothing_else_moves_it() {
+        // 16 pages of 8 units: a record of 2 units after 127 does not fit.
+        assert_eq!(
+            grown_pages(&log(16, 512, 127), P, need(false, Some(2), true, false)),
+            Some(32)
+        );
+        assert_eq!(
+            grown_pages(&log(16, 512, 10), P, need(false, Some(2), true, false)),
+            None
+        );
+        // A record larger than twice the log takes the pages it needs.
+        assert_eq!(
+            grown_pages(&log(16, 512, 0), P, need(false, Some(300), true, false)),
+            Some(38)
+        );
+        // Outside the cycle (a gap, the first commit after opening) a record says nothing.
+        assert_eq!(
+            grown_pages(&log(16, 512, 127), P, need(false, Some(2), false, false)),
+            None
+        );
+        assert_eq!(
+            grown_pages(&log(16, 512, 0), P, need(false, None, true, true)),
+            Some(32)
+        );
+        assert_eq!(
+            grown_pages(&log(16, 512, 0), P, need(true, None, false, false)),
+            Some(512)
+        );
+        assert_eq!(
+            grown_pages(&log(384, 512, 3071), P, need(false, Some(2), true, false)),
+            Some(512)
+        );
+        assert_eq!(
+            grown_pages(&log(512, 512, 4095), P, need(true, Some(2), true, true)),
+            None
+        );
+        assert_eq!(
+            grown_pages(&log(0, 512, 0), P, need(true, None, true, true)),
+            None
+        );
+    }
+}

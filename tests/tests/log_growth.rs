@@ -1,0 +1,279 @@
+//! The commit log starts small and moves to a larger run of pages when a cycle of durable
+//! commits fills it (docs/design.md#commit-log): a new file stays small, a busy one gets
+//! the log it needs, and a power cut around a move loses no acknowledged commit.
+
+use cairn_engine::storage::FaultyStorage;
+use cairn_engine::{Database, Error};
+use cairn_tests::{Checked, on_faulty_store, open_image, seed};
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+
+fn key(i: u32) -> [u8; 4] {
+    i.to_be_bytes()
+}
+
+/// Commits `n` durable single puts of keys `from..from + n`.
+fn durable_puts(db: &Database, from: u32, n: u32) -> Result<(), Error> {
+    for i in from..from + n {
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(&key(i), &[i as u8; 40])?;
+        w.commit()?;
+    }
+    Ok(())
+}
+
+/// The pages of the log, from the page map.
+fn log_run(db: &Database) -> Result<Vec<u64>, Error> {
+    Ok(db
+        .pages()?
+        .into_iter()
+        .filter(|p| p.kind == "log")
+        .map(|p| p.page)
+        .collect())
+}
+
+#[test]
+fn a_new_file_is_small_and_its_log_doubles_as_durable_commits_fill_it() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("small.cairn");
+    let db = Checked(Database::create(&path)?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    durable_puts(&db, 0, 1)?;
+    let size = std::fs::metadata(&path)?.len();
+    assert!(
+        size <= 160 << 10,
+        "a file holding one key takes {size} bytes"
+    );
+    assert_eq!(db.stats()?.log_pages, 16);
+
+    // 4 KiB pages of 8 units: a single-put record takes one, so the 16-page log holds 128
+    // of a cycle's records, the next 256, and so on; 2 MiB (512 pages) at most.
+    let mut sizes = vec![16];
+    for round in 0..40u32 {
+        durable_puts(&db, 1 + round * 200, 200)?;
+        let pages = db.stats()?.log_pages;
+        if sizes.last() != Some(&pages) {
+            sizes.push(pages);
+        }
+    }
+    assert_eq!(
+        sizes,
+        [16, 32, 64, 128, 256, 512],
+        "the log's sizes, in order"
+    );
+    // The runs left behind are free, and the lowest are reused: the first log's pages
+    // hold tree pages now (`Checked` makes sure that no page leaked).
+    let first_log: Vec<_> = db
+        .pages()?
+        .into_iter()
+        .filter(|p| (2..18).contains(&p.page))
+        .collect();
+    assert!(
+        first_log
+            .iter()
+            .any(|p| p.kind == "leaf" || p.kind == "branch"),
+        "{first_log:?}"
+    );
+    drop(db);
+
+    // Reopened, the log is where the last slot says, and goes on serving.
+    let db = Checked(Database::open(&path)?);
+    assert_eq!(db.stats()?.log_pages, 512);
+    durable_puts(&db, 10_000, 300)?;
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 8_301);
+    assert_eq!(log_run(&db)?.len(), 512);
+    Ok(())
+}
+
+#[test]
+fn a_transaction_too_large_for_the_log_grows_it_whole_at_its_sync() -> Result<(), Error> {
+    let (storage, db) = on_faulty_store(1)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    let start = db.stats()?.log_pages;
+    // Pages of 1 KiB: the 64 KiB log is 64 pages; 2 MiB is 2,048.
+    assert_eq!(start, 64);
+    let mut w = db.begin_write()?;
+    for i in 0..2_000 {
+        w.open_table("t")?.insert(&key(i), &[1u8; 60])?;
+    }
+    w.commit()?;
+    assert_eq!(db.stats()?.log_pages, 2048);
+    assert!(db.check()?.is_ok());
+    // The next durable commits log into the new run: a power cut that loses every page
+    // they wrote leaves their records, which opening replays.
+    durable_puts(&db, 5_000, 50)?;
+    let image = storage.power_cut();
+    drop(db);
+    let db = Checked(open_image(&image, false)?);
+    assert!(db.io_stats().commits > 0, "opening replayed the records");
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 2_050);
+    assert_eq!(db.stats()?.log_pages, 2048);
+    Ok(())
+}
+
+#[test]
+fn a_size_asked_for_is_what_the_log_grows_to_and_it_never_shrinks() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("asked.cairn");
+    let db = Checked(Database::builder().log_size(128 << 10).create(&path)?);
+    assert_eq!(db.stats()?.log_pages, 32);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    durable_puts(&db, 0, 600)?;
+    assert_eq!(db.stats()?.log_pages, 32, "a size asked for is the most");
+    drop(db);
+    let db = Checked(Database::builder().log_size(256 << 10).open(&path)?);
+    durable_puts(&db, 1_000, 600)?;
+    assert_eq!(
+        db.stats()?.log_pages,
+        64,
+        "reopened asking for more, it grows"
+    );
+    drop(db);
+    let db = Checked(Database::builder().log_size(64 << 10).open(&path)?);
+    durable_puts(&db, 2_000, 600)?;
+    assert_eq!(db.stats()?.log_pages, 64, "asking for less shrinks nothing");
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 1_800);
+    drop(db);
+    // Over the limit is refused for an existing file too, before anything is written.
+    let before = std::fs::read(&path)?;
+    let err = Database::builder().log_size((64 << 20) + 1).open(&path);
+    assert!(matches!(err, Err(Error::InvalidLogSize(_))), "{err:?}");
+    assert_eq!(std::fs::read(&path)?, before);
+
+    // A file made without a log never gets one.
+    let none = dir.path().join("none.cairn");
+    let db = Checked(Database::builder().log_size(0).create(&none)?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    drop(db);
+    let db = Checked(Database::open(&none)?);
+    durable_puts(&db, 0, 200)?;
+    assert_eq!(db.stats()?.log_pages, 0);
+    Ok(())
+}
+
+#[test]
+fn compaction_moves_a_grown_log_down_and_makes_it_small_again() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("compact.cairn");
+    let db = Checked(Database::create(&path)?);
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    for i in 0..20_000 {
+        w.open_table("t")?.insert(&key(i), &[3u8; 60])?;
+    }
+    w.commit()?;
+    // The load outgrew the log: it moved past the loaded pages, to the file's end.
+    assert_eq!(db.stats()?.log_pages, 512);
+    let mut w = db.begin_write()?;
+    for i in (0..20_000).filter(|i| i % 10 != 0) {
+        w.open_table("t")?.remove(&key(i))?;
+    }
+    w.commit()?;
+    let before = std::fs::metadata(&path)?.len();
+    db.compact()?;
+    let after = std::fs::metadata(&path)?.len();
+    let log = log_run(&db)?;
+    assert_eq!(log.len(), 16, "a new file's log again");
+    let stats = db.stats()?;
+    assert!(
+        log.iter().all(|&p| p < stats.page_count),
+        "the log lies within the file"
+    );
+    assert!(after * 4 < before, "{before} -> {after} bytes");
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 2_000);
+    // And grows again with use (128 single-put records fill 16 pages).
+    durable_puts(&db, 30_000, 300)?;
+    assert_eq!(db.stats()?.log_pages, 32);
+    drop(db);
+    let db = Checked(Database::open(&path)?);
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 2_300);
+    Ok(())
+}
+
+/// Operations of the store at the end of each commit of a life of durable single puts,
+/// and the commits after which the log had moved.
+fn life(
+    storage: &FaultyStorage,
+    db: &Database,
+    commits: u32,
+) -> Result<(Vec<u64>, Vec<u32>), Error> {
+    let (mut ends, mut moves) = (Vec::new(), Vec::new());
+    let mut pages = db.stats()?.log_pages;
+    for i in 0..commits {
+        durable_puts(db, i, 1)?;
+        ends.push(storage.operations());
+        let now = db.stats()?.log_pages;
+        if now != pages {
+            moves.push(i);
+            pages = now;
+        }
+    }
+    Ok((ends, moves))
+}
+
+fn started(seed: u64) -> Result<(std::sync::Arc<FaultyStorage>, Database), Error> {
+    let (storage, db) = on_faulty_store(seed)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()?;
+    Ok((storage, db))
+}
+
+#[test]
+fn a_power_cut_during_or_after_a_move_of_the_log_keeps_every_acknowledged_commit()
+-> Result<(), Error> {
+    let seed = seed("log_growth");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    const COMMITS: u32 = 1_000;
+    let (storage, db) = started(seed)?;
+    let (ends, moves) = life(&storage, &db, COMMITS)?;
+    // 64 pages of two units, then 128 and 256: three moves in a thousand commits.
+    assert_eq!(moves.len(), 3, "moves after commits {moves:?}");
+    drop(db);
+    let mut cuts = 0;
+    for &m in &moves {
+        // The store dies at some operation of the moving commit (or of the one after).
+        let first = ends[m as usize - 1];
+        let last = ends[m as usize + 1];
+        for _ in 0..20 {
+            let die = rng.random_range(first..=last);
+            let (storage, db) = started(seed)?;
+            storage.die_after(die);
+            let mut acknowledged = 0;
+            for i in 0..COMMITS {
+                if durable_puts(&db, i, 1).is_err() {
+                    break;
+                }
+                acknowledged = i + 1;
+            }
+            let image = storage.power_cut();
+            drop(db);
+            let db = Checked(open_image(&image, false)?);
+            let r = db.begin_read()?;
+            let t = r.open_table("t")?;
+            let found = t.len() as u32;
+            let t = &t;
+            assert!(
+                (acknowledged..=acknowledged + 1).contains(&found),
+                "seed {seed}, died after operation {die}: {acknowledged} acknowledged, {found} found"
+            );
+            for i in 0..found {
+                assert_eq!(
+                    t.get(&key(i))?,
+                    Some(&[i as u8; 40][..]),
+                    "seed {seed}, died after operation {die}: key {i}"
+                );
+            }
+            cuts += 1;
+        }
+    }
+    assert_eq!(cuts, 60);
+    Ok(())
+}
