@@ -36,7 +36,8 @@ pub(crate) struct Opened {
     pub rejected: Vec<Slot>,
 }
 
-/// The commit log's size: 2 MiB, or 16 pages if more. A record of a single-put commit
+/// The size a commit log grows to unless the builder names another: 2 MiB, or 16 pages
+/// if more. A record of a single-put commit
 /// takes a 512-byte unit, so the log holds about 4,000 of them before a commit must sync
 /// the file; the longer the cycle, the fewer syncs, each writing back the pages the cycle
 /// dirtied (a quarter of 1 MiB made 100-put transactions ~25 % slower). A transaction

@@ -406,7 +406,8 @@ fn a_transaction_of_ten_thousand_small_puts_logs_and_a_cut_after_it_replays_it()
 {
     // Every third key of 30,000: every leaf is rewritten (3.8 MB of 1 KiB pages, three
     // times the record's bytes, and fewer than 4,096 pages freed), and the record (about
-    // 1.15 MB) fits a new file's 2 MiB log: the commit appends it instead of syncing every
+    // 1.15 MB) fits the 2 MiB log (the load before it outgrew a new file's 64 KiB log,
+    // which then moved to a run of 2 MiB): the commit appends it instead of syncing every
     // leaf.
     let keys = 0u32..30_000;
     let updated = |i: &u32| i.is_multiple_of(3);

@@ -1,7 +1,6 @@
 //! How the file grows when a commit needs more pages, and when its free tail is long
-//! enough to cut. Both go by what the file holds besides its commit log (`log` bytes, a
-//! fixed run placed when the file was created): a file holding one key grows by
-//! [`MIN_GROWTH_PAGES`], not by a quarter of a 2 MiB log.
+//! enough to cut. Both go by what the file holds besides its commit log (`log` bytes): a
+//! file holding one key grows by [`MIN_GROWTH_PAGES`], not by a quarter of its log.
 
 use crate::error::Result;
 use crate::storage::Storage;

@@ -81,8 +81,9 @@ impl Builder {
     /// starts at 64 KiB and grows, at a sync, each time a cycle of commits fills it (or a
     /// transaction's record does not fit it), doubling up to 2 MiB: a database that sees
     /// few durable commits keeps a small file. An existing database's log grows likewise
-    /// up to this size (2 MiB when not given), and never shrinks; a database made without
-    /// a log never gets one.
+    /// up to this size (2 MiB when not given), and shrinks only when
+    /// [`Database::compact`] makes it a new file's again; a database made without a log
+    /// never gets one.
     pub fn log_size(mut self, bytes: u64) -> Self {
         self.log_size = Some(bytes);
         self
