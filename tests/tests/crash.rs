@@ -39,6 +39,9 @@ struct Tally {
     renames: usize,
     /// Online compactions run (the cut may come during one).
     compactions: usize,
+    /// Lives whose commit log ended at another size than it began (it moved to a larger
+    /// run, or compaction made it small again; since the forty-third session).
+    log_moves: usize,
     /// Cuts whose read-only opening applied the log to a private copy.
     private_copies: usize,
     /// Cuts also opened read-only from a file.
@@ -120,6 +123,7 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
     let budget = rng.random_bool(0.33).then_some(16 * page_size);
     let (storage, db) = on_faulty_store_with(seed, page_size, log, background, budget)?;
     storage.lie_about_syncs(lie);
+    let log_pages = db.stats()?.log_pages;
     let mut w = db.begin_write()?;
     w.create_table("t")?;
     w.commit()?;
@@ -228,6 +232,7 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
         }
     }
     tally.spilled += usize::from(db.io_stats().pages_spilled > 0);
+    tally.log_moves += usize::from(db.stats().is_ok_and(|s| s.log_pages != log_pages));
     let image = storage.power_cut();
     drop(db);
     tally.cuts += 1;
