@@ -152,9 +152,11 @@ impl WriteTxn {
             .ops
             .as_ref()
             .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(LOG_UNIT) as u64);
-        let new_pages = if self.compacting {
+        let new_pages = if self.durability != Durability::Immediate {
+            None
+        } else if self.compacting {
             compacted_pages(&ws.log, &self.freelist, page_size)
-        } else if self.durability == Durability::Immediate {
+        } else {
             let old_freelist = self.base.slot.freelist_run(page_size).count();
             let waiting = self.freelist.waiting_after(original.durable_txid) + old_freelist;
             let pressure = LogPressure {
@@ -164,8 +166,6 @@ impl WriteTxn {
                 too_many_waiting: waiting as u64 > WAITING_PER_LOG_PAGE * ws.log.pages,
             };
             grown_pages(&ws.log, page_size, pressure)
-        } else {
-            None
         };
         let (placed, new_log) = if self.compacting {
             let new_log = new_pages.map(|pages| (self.freelist.alloc_run(pages), pages));

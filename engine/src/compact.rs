@@ -49,7 +49,9 @@ pub struct CompactReport {
 impl Database {
     /// Rewrites the live pages densely at the start of the file and gives the rest back to
     /// the file system, while readers and writers go on (a writer waits at most for one
-    /// step: a walk of the trees that changes at most a few thousand pages).
+    /// step: a walk of the trees that changes at most a few thousand pages). The commit log
+    /// moves down with them, at a new file's size (64 KiB; it grows again as durable
+    /// commits fill it, see [`crate::Builder::log_size`]).
     ///
     /// # Errors
     /// [`Error::ReadOnly`], an I/O error (the database stays at its last commit, which
