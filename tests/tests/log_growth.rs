@@ -11,6 +11,13 @@ fn key(i: u32) -> [u8; 4] {
     i.to_be_bytes()
 }
 
+/// Creates table `t`.
+fn create_table(db: &Database) -> Result<(), Error> {
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.commit()
+}
+
 /// Commits `n` durable single puts of keys `from..from + n`.
 fn durable_puts(db: &Database, from: u32, n: u32) -> Result<(), Error> {
     for i in from..from + n {
@@ -36,9 +43,7 @@ fn a_new_file_is_small_and_its_log_doubles_as_durable_commits_fill_it() -> Resul
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("small.cairn");
     let db = Checked(Database::create(&path)?);
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
+    create_table(&db)?;
     durable_puts(&db, 0, 1)?;
     let size = std::fs::metadata(&path)?.len();
     assert!(
@@ -89,9 +94,7 @@ fn a_new_file_is_small_and_its_log_doubles_as_durable_commits_fill_it() -> Resul
 #[test]
 fn a_transaction_too_large_for_the_log_grows_it_whole_at_its_sync() -> Result<(), Error> {
     let (storage, db) = on_faulty_store(1)?;
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
+    create_table(&db)?;
     let start = db.stats()?.log_pages;
     // Pages of 1 KiB: the 64 KiB log is 64 pages; 2 MiB is 2,048.
     assert_eq!(start, 64);
@@ -120,9 +123,7 @@ fn a_size_asked_for_is_what_the_log_grows_to_and_it_never_shrinks() -> Result<()
     let path = dir.path().join("asked.cairn");
     let db = Checked(Database::builder().log_size(128 << 10).create(&path)?);
     assert_eq!(db.stats()?.log_pages, 32);
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
+    create_table(&db)?;
     durable_puts(&db, 0, 600)?;
     assert_eq!(db.stats()?.log_pages, 32, "a size asked for is the most");
     drop(db);
@@ -148,9 +149,7 @@ fn a_size_asked_for_is_what_the_log_grows_to_and_it_never_shrinks() -> Result<()
     // A file made without a log never gets one.
     let none = dir.path().join("none.cairn");
     let db = Checked(Database::builder().log_size(0).create(&none)?);
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
+    create_table(&db)?;
     drop(db);
     let db = Checked(Database::open(&none)?);
     durable_puts(&db, 0, 200)?;
@@ -220,9 +219,7 @@ fn life(
 
 fn started(seed: u64) -> Result<(std::sync::Arc<FaultyStorage>, Database), Error> {
     let (storage, db) = on_faulty_store(seed)?;
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.commit()?;
+    create_table(&db)?;
     Ok((storage, db))
 }
 

@@ -89,72 +89,45 @@ mod tests {
     use super::{LogPressure, grown_pages};
     use crate::db::LogState;
 
-    const P: usize = 4096;
-
-    fn log(pages: u64, target: u64, head: u64) -> LogState {
-        LogState {
-            page: 2,
-            pages,
-            target,
-            head,
-            ..LogState::default()
-        }
-    }
-
-    fn need(
-        outgrew: bool,
-        record_units: Option<u64>,
-        in_cycle: bool,
-        waiting: bool,
-    ) -> LogPressure {
-        LogPressure {
-            outgrew,
-            record_units,
-            in_cycle,
-            too_many_waiting: waiting,
-        }
-    }
-
     #[test]
     fn a_full_cycle_doubles_the_log_up_to_its_target_and_nothing_else_moves_it() {
-        // 16 pages of 8 units: a record of 2 units after 127 does not fit.
-        assert_eq!(
-            grown_pages(&log(16, 512, 127), P, need(false, Some(2), true, false)),
-            Some(32)
-        );
-        assert_eq!(
-            grown_pages(&log(16, 512, 10), P, need(false, Some(2), true, false)),
-            None
-        );
-        // A record larger than twice the log takes the pages it needs.
-        assert_eq!(
-            grown_pages(&log(16, 512, 0), P, need(false, Some(300), true, false)),
-            Some(38)
-        );
-        // Outside the cycle (a gap, the first commit after opening) a record says nothing.
-        assert_eq!(
-            grown_pages(&log(16, 512, 127), P, need(false, Some(2), false, false)),
-            None
-        );
-        assert_eq!(
-            grown_pages(&log(16, 512, 0), P, need(false, None, true, true)),
-            Some(32)
-        );
-        assert_eq!(
-            grown_pages(&log(16, 512, 0), P, need(true, None, false, false)),
-            Some(512)
-        );
-        assert_eq!(
-            grown_pages(&log(384, 512, 3071), P, need(false, Some(2), true, false)),
-            Some(512)
-        );
-        assert_eq!(
-            grown_pages(&log(512, 512, 4095), P, need(true, Some(2), true, true)),
-            None
-        );
-        assert_eq!(
-            grown_pages(&log(0, 512, 0), P, need(true, None, true, true)),
-            None
-        );
+        // Pages of 4 KiB, 8 units each. Per case: the log's pages, its target, the units
+        // its cycle holds; what the commit asked (outgrew the whole log, its record's
+        // units, whether the record is the cycle's next, too many pages waiting); the
+        // pages the log moves to.
+        let cases = [
+            // 16 pages hold 128 units: a record of 2 after 127 does not fit.
+            ((16, 512, 127), (false, Some(2), true, false), Some(32)),
+            ((16, 512, 10), (false, Some(2), true, false), None),
+            // A record larger than twice the log takes the pages it needs.
+            ((16, 512, 0), (false, Some(300), true, false), Some(38)),
+            // Outside the cycle (a gap, the first commit after opening) a record says
+            // nothing.
+            ((16, 512, 127), (false, Some(2), false, false), None),
+            ((16, 512, 0), (false, None, true, true), Some(32)),
+            ((16, 512, 0), (false, None, false, true), None),
+            // A transaction that outgrew the log takes it to its target at once.
+            ((16, 512, 0), (true, None, false, false), Some(512)),
+            // Never past the target, and a log at it, or none, stays.
+            ((384, 512, 3071), (false, Some(2), true, false), Some(512)),
+            ((512, 512, 4095), (true, Some(2), true, true), None),
+            ((0, 512, 0), (true, None, true, true), None),
+        ];
+        for ((pages, target, head), (outgrew, record_units, in_cycle, waiting), want) in cases {
+            let log = LogState {
+                page: 2,
+                pages,
+                target,
+                head,
+                ..LogState::default()
+            };
+            let need = LogPressure {
+                outgrew,
+                record_units,
+                in_cycle,
+                too_many_waiting: waiting,
+            };
+            assert_eq!(grown_pages(&log, 4096, need), want, "{log:?}, {need:?}");
+        }
     }
 }
