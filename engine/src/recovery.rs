@@ -203,16 +203,22 @@ pub(crate) fn read_slots(storage: &dyn Storage, page_size: usize) -> Result<Slot
 }
 
 /// Opens the newest commit whose pages are intact. With `writable`, the chosen state is
-/// synced, so that it counts as durable from here on.
-pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
+/// synced, so that it counts as durable from here on. `alone`: no writer holds the file
+/// besides this opening (a writable one holds it), so that the commit log is what the last
+/// writer left, and a break in its records that later ones prove durable is damage.
+pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result<Opened> {
     let header = read_header(storage)?;
     let page_size = header.page_size as usize;
     let len = storage.len();
     let (mut slots, mut reasons) = read_slots(storage, page_size)?;
     // Newest first; of two copies of one commit, the one that knows it is durable.
     slots.sort_by_key(|(s, _)| std::cmp::Reverse((s.txid, s.durable_txid)));
-    // The newest commit a slot names: a writable open that opens an older one (and replays
-    // the log after it) looks for damage in the log when its records stop short of it.
+    // The newest commit a slot names: an open that opens an older one (and replays the log
+    // after it) looks for damage in the log when its records stop short of it — a writable
+    // one, or a read-only one with no writer beside it (beside a live writer the log is the
+    // writer's business, and a slot refused may have been a race; until the forty-third
+    // session no read-only open looked: with the newest commit's pages damaged and the
+    // log's first records too, it opened the durable commit before them without a word).
     // With a slot unreadable (torn, or damaged: it may have named the newest commit) the
     // slots cannot say how far the log should reach, and it looks wherever the records
     // stop (until the forty-second session a damaged slot and a damaged record together
@@ -222,7 +228,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool) -> Result<Opened> {
         _ if slot_unreadable => Some(u64::MAX),
         first => first.map(|(s, _)| s.txid),
     }
-    .filter(|_| writable);
+    .filter(|_| writable || alone);
     let mut shortest_needed = None;
     let mut rejected = Vec::new();
     for (slot, i) in slots {

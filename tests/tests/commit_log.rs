@@ -790,3 +790,51 @@ fn with_the_newest_slot_damaged_too_the_records_still_prove_the_loss() -> Result
     assert_eq!(got.tables.get("t").map(|t| t.len()), Some(5));
     Ok(())
 }
+
+/// The newest commit's pages damaged, and the log's first record after the durable commit
+/// too: a read-only opening, with no writer beside it, looks past the damaged record as a
+/// writable one does, and fails where later records prove it durable. (Until the
+/// forty-third session it opened the durable commit, without the twenty acknowledged puts,
+/// and said nothing: the damage test's dead writer, a bit flipped in a page of its last
+/// commit and the log's first page zeroed.)
+#[test]
+fn a_read_only_opening_looks_for_the_proof_too() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let (image, first_unit, _) = died_after_twenty_puts(dir.path())?;
+    let path = dir.path().join("image.cairn");
+    std::fs::write(&path, &image)?;
+    let newest_catalog = cairn_engine::inspect(&path)?
+        .slots
+        .iter()
+        .filter_map(|s| match s {
+            cairn_engine::SlotInfo::Valid {
+                txid, catalog_page, ..
+            } => Some((*txid, *catalog_page)),
+            cairn_engine::SlotInfo::Invalid => None,
+        })
+        .max()
+        .map(|(_, page)| page as usize)
+        .unwrap_or_else(|| panic!("no valid slot"));
+    let mut damaged = image.clone();
+    damaged[newest_catalog * 4096 + 100] ^= 0xff;
+    damaged[first_unit * 512 + 40] ^= 0xff;
+    for read_only in [false, true] {
+        match open_image(&damaged, read_only) {
+            Err(e) => assert!(e.to_string().contains("commit log damaged"), "{e}"),
+            Ok(db) => panic!(
+                "read-only {read_only}: opened with {} keys",
+                db.begin_read()?.open_table("t")?.len()
+            ),
+        }
+    }
+    // From a file too, where the opening asks whether a writer holds it.
+    let opened = cairn_tests::open_file_image(&damaged);
+    assert!(
+        opened
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("commit log damaged")),
+        "{:?}",
+        opened.map(|(_, db)| db.is_private_copy())
+    );
+    Ok(())
+}

@@ -252,7 +252,8 @@ impl Builder {
             (Some(file), true) => opening_pin::pin_newest(storage.as_ref(), file),
             _ => None,
         };
-        let opened = recovery::open(storage.as_ref(), !self.read_only);
+        let alone = !self.read_only || !lock_file.as_ref().is_some_and(crate::lock::writer_alive);
+        let opened = recovery::open(storage.as_ref(), !self.read_only, alone);
         if let (Some(txid), Some(file)) = (pinned, &lock_file) {
             opening_pin::unpin(file, txid);
         }
