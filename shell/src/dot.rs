@@ -368,7 +368,7 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
     Ok(Flow::Continue)
 }
 
-/// `.show`: the settings and the state of the session, one row each.
+/// `.show`: the settings and the state of the session, a `name: value` line each.
 fn show(shell: &mut Shell) -> Result<String, String> {
     let on = |b: bool| if b { "on" } else { "off" };
     let s = &shell.settings;
@@ -406,7 +406,14 @@ fn show(shell: &mut Shell) -> Result<String, String> {
         ("transaction", transaction),
         ("parameters", session.params().count().to_string()),
     ];
-    print_pairs(shell, &["setting", "value"], &rows)
+    // One fixed form, as sqlite3's `.show`, whatever the output mode: the settings are not
+    // rows of data (in line mode they read as a record per setting).
+    let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    Ok(rows
+        .iter()
+        .map(|(name, value)| format!("{name:>width$}: {value}"))
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 /// Prints `rows` of a name and a value under `columns`, in the current mode.
