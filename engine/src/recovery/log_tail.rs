@@ -69,11 +69,13 @@ impl<'s> Window<'s> {
 ///
 /// With `newest` (an open that will replay the records: the newest commit a slot names),
 /// a record that fails its checksum or does not follow, in place of a commit up to
-/// `newest`, is looked past:
+/// `newest` or where the cycle does not end cleanly (zeros, or a record of another cycle),
+/// is looked past:
 /// when a later record of the cycle says that completed writes had made the broken one
 /// durable, the log is damaged (a power cut tears only a write under way), and that is an
 /// error instead of the end of the cycle. This reads the rest of the log, which is why
-/// it is done only when a slot shows the log should hold more.
+/// it is done only when a slot shows the log should hold more or the cycle ends at a
+/// break (after a crash, most often: once).
 pub(crate) fn log_tail(
     storage: &dyn Storage,
     slot: &Slot,
@@ -104,6 +106,7 @@ pub(crate) fn log_tail(
     while at < units {
         let offset = slot.log_page * p + at * unit;
         let head = window.from(at * unit, unit)?;
+        let zeros = head.iter().all(|&b| b == 0);
         let decoded = match LogRecord::claimed_len(head) {
             Some(claimed) => {
                 let bytes = window.from(at * unit, claimed as u64)?;
@@ -113,19 +116,34 @@ pub(crate) fn log_tail(
         };
         // (Errors in a record name the page it starts in.)
         let page = offset / p;
-        let follows = decoded.as_ref().is_some_and(|r| match base {
-            None => {
-                (r.base == slot.txid || (r.base == slot.durable_txid && !cycle_closed))
-                    && r.base.checked_add(1) == Some(r.txid)
-            }
-            Some(b) => r.base == b && Some(r.txid) == next,
+        let of_cycle = |b: u64| match base {
+            None => b == slot.txid || (b == slot.durable_txid && !cycle_closed),
+            Some(cycle) => b == cycle,
+        };
+        let follows = decoded.as_ref().is_some_and(|r| {
+            of_cycle(r.base)
+                && match base {
+                    None => r.base.checked_add(1) == Some(r.txid),
+                    Some(_) => Some(r.txid) == next,
+                }
         });
+        // The clean ends of a cycle: units never written, or a whole record of another
+        // cycle (an older one, which a sync closed). Anything else (a record that does not
+        // verify, one of this cycle out of place) is a torn write or damage.
+        let clean_end = match &decoded {
+            Some(r) => !of_cycle(r.base),
+            None => zeros,
+        };
         let (Some(r), true) = (decoded, follows) else {
             // The end of the cycle: nothing more was written, or a power cut tore the
             // last write, or the log is damaged (a record that fails its checksum, or an
             // older page in place of the cycle's).
+            // Looked past when a slot names a commit the records stop short of, or (since
+            // the forty-third session) wherever they stop at a break: with the slot that
+            // named the newest commit replaced by an older one, a damaged record opened
+            // the commit before it without a word.
             let expected = next.unwrap_or(slot.txid.saturating_add(1));
-            if newest.is_some_and(|newest| newest >= expected) {
+            if newest.is_some_and(|newest| newest >= expected || !clean_end) {
                 let broken = match (base, next) {
                     (Some(base), Some(txid)) => Broken::Next { base, txid },
                     _ => Broken::First([slot.txid, slot.durable_txid]),
@@ -325,8 +343,10 @@ mod tests {
             "{e:?}"
         );
         assert!(e.is_err_and(|e| e.contains("page 2")));
-        // Opening read-only, nothing is looked for past it; nor when no slot names a
-        // commit as new as the broken record's (the scan reads the rest of the log).
+        // Without a look (a read-only opening beside a live writer), nothing is looked for
+        // past it. With one, a record that does not verify is looked past whatever the
+        // slots name (since the forty-third session; before, only when a slot named a
+        // commit as new as the broken record's).
         assert_eq!(tail_len(&s, 10, 5, false), Ok(1));
         let slot = Slot {
             txid: 10,
@@ -336,8 +356,15 @@ mod tests {
             log_pages: 16,
             ..Slot::default()
         };
-        assert_eq!(log_tail(&s, &slot, P as usize, false, Some(11))?.len(), 1);
+        assert!(log_tail(&s, &slot, P as usize, false, Some(11)).is_err());
         assert!(log_tail(&s, &slot, P as usize, false, Some(12)).is_err());
+        // A clean end, a whole record of an older cycle where commit 13's should be, is
+        // looked past only when a slot names commit 13 or later.
+        let s = log_of(&durable)?;
+        let stale = encode_record(LOG_PAGE * P / LOG_UNIT as u64 + 2, 7, 5, 6, &[1u8; 9]);
+        s.write(LOG_PAGE * P + 2 * LOG_UNIT as u64, &stale)?;
+        assert_eq!(log_tail(&s, &slot, P as usize, false, Some(12))?.len(), 2);
+        assert!(log_tail(&s, &slot, P as usize, false, Some(13)).is_err());
         // The first one: the same, with no record read before it.
         let s = log_of(&durable)?;
         damage(&s, 0)?;
