@@ -174,6 +174,7 @@ impl WriteTxn {
             place(&self.dirty.nodes, &mut self.freelist, txid, new_pages)
         };
         if new_log.is_some() {
+            self.moving_log = !self.compacting;
             for page in ws.log.page..ws.log.page + ws.log.pages {
                 self.freelist.free(page, txid);
             }

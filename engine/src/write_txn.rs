@@ -37,6 +37,10 @@ pub struct WriteTxn {
     /// Whether the changes outgrew the commit log (its record would not fit a whole
     /// cycle): the commit's sync may move the log to a larger run.
     pub(crate) outgrew_log: bool,
+    /// Whether the commit moved the commit log to a larger run: if it fails (a full disk,
+    /// most likely, which the larger run needs more of), the log stops growing until the
+    /// database is opened again, so that the next commits sync as they would have.
+    pub(crate) moving_log: bool,
     /// The damage a removal met (perhaps part-way, after it had changed the tree: a
     /// sibling to merge with, the next leaf of a range): the transaction can then only
     /// roll back, and `commit` returns this instead of committing half a change.
@@ -111,6 +115,7 @@ impl WriteTxn {
             compacting: false,
             ops,
             outgrew_log: false,
+            moving_log: false,
             damaged: None,
             savepoints: Vec::new(),
         }
@@ -487,6 +492,9 @@ impl WriteTxn {
             }
             Err(e) => {
                 let mut ws = original;
+                if self.moving_log {
+                    ws.log.target = ws.log.pages;
+                }
                 self.freelist.rollback();
                 ws.freelist = std::mem::take(&mut self.freelist);
                 ws.next_txid = self.txid + 1;

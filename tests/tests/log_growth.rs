@@ -274,3 +274,36 @@ fn a_power_cut_during_or_after_a_move_of_the_log_keeps_every_acknowledged_commit
     assert_eq!(cuts, 60);
     Ok(())
 }
+
+/// A commit that would move the log fails (here its first write; a full disk, most
+/// likely, since the larger run needs more of it): the database stays at the last commit,
+/// the log where it was, and it stops growing until the database is opened again, so
+/// that the next commits sync as they would have without the move.
+#[test]
+fn a_failed_move_leaves_the_log_where_it_was_until_the_next_opening() -> Result<(), Error> {
+    let (storage, db) = started(7)?;
+    let (ends, moves) = life(&storage, &db, 300)?;
+    let Some(&m) = moves.first() else {
+        panic!("no move in 300 commits");
+    };
+    drop(db);
+    let (storage, db) = started(7)?;
+    let start = db.stats()?.log_pages;
+    durable_puts(&db, 0, m)?;
+    storage.fail_at(ends[m as usize - 1] + 1);
+    assert!(durable_puts(&db, m, 1).is_err(), "the moving commit fails");
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), u64::from(m));
+    durable_puts(&db, m, 300)?;
+    assert_eq!(db.stats()?.log_pages, start, "no move after a failed one");
+    assert!(db.check()?.is_ok());
+    drop(db);
+    let db = Checked(
+        Database::builder()
+            .page_size(1024)
+            .with_storage(storage, false, None)?,
+    );
+    durable_puts(&db, 1_000, 300)?;
+    assert!(db.stats()?.log_pages > start, "opened again, the log grows");
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), u64::from(m) + 600);
+    Ok(())
+}
