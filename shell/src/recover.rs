@@ -141,6 +141,7 @@ fn to_script(file: &str) -> ExitCode {
         file,
         started: false,
         table: String::new(),
+        created: std::collections::BTreeSet::new(),
         too_large: Vec::new(),
     };
     // (Nothing is printed for a file that cannot be read at all.)
@@ -168,6 +169,8 @@ struct Script<'f, W: Write> {
     started: bool,
     /// The table the script's last `USE` chose.
     table: String,
+    /// The tables the script has created so far.
+    created: std::collections::BTreeSet<String>,
     /// Keys (with their tables) whose values are over the language's limit: the script
     /// cannot hold them.
     too_large: Vec<String>,
@@ -185,6 +188,19 @@ impl<W: Write> Script<'_, W> {
     }
 
     fn table(&mut self, name: &str) -> io::Result<()> {
+        if !self.created.contains(name) {
+            // A table the log's commits change that no tree gave (its catalog entry lost:
+            // its older entries may be in a `lost_and_found` table): created, so that the
+            // script loads, with a word on what it holds.
+            let quoted = Literal::Text(name.to_owned());
+            writeln!(
+                self.out,
+                "-- table {quoted}: not found in the tree; only the changes the commit log's \
+                 commits make to it follow"
+            )?;
+            writeln!(self.out, "CREATE TABLE IF NOT EXISTS {quoted}")?;
+            self.created.insert(name.to_owned());
+        }
         if self.table != name {
             writeln!(self.out, "USE {}", Literal::Text(name.to_owned()))?;
             name.clone_into(&mut self.table);
@@ -215,6 +231,7 @@ impl<W: Write> Script<'_, W> {
             Salvaged::Table(name) => {
                 let quoted = Literal::Text(name.to_owned());
                 writeln!(self.out, "CREATE TABLE IF NOT EXISTS {quoted}")?;
+                self.created.insert(name.to_owned());
                 self.table(name)
             }
             Salvaged::Entry(key, value) => self.put(key, value),
@@ -230,12 +247,14 @@ impl<W: Write> Script<'_, W> {
             }
             Salvaged::Created(name) => {
                 let quoted = Literal::Text(name.to_owned());
+                self.created.insert(name.to_owned());
                 writeln!(self.out, "CREATE TABLE IF NOT EXISTS {quoted}")
             }
             Salvaged::Dropped(name) => {
                 if self.table == name {
                     self.table.clear();
                 }
+                self.created.remove(name);
                 let quoted = Literal::Text(name.to_owned());
                 writeln!(self.out, "DROP TABLE IF EXISTS {quoted}")
             }
