@@ -819,3 +819,37 @@ fn the_tables_under_a_damaged_catalog_branch_come_back_named() -> Result<(), Err
     );
     Ok(())
 }
+
+/// Both commit slots unreadable, and the catalog's root copied over the first page of a
+/// large value's overflow run: salvage finds two catalog roots among the pages (the copy
+/// reads as one), and the walk from the copy had verified its page as a tree page, so
+/// that reading the value there skipped the run's checksum and handed over the catalog's
+/// bytes as the value. A page verified as another kind is not an overflow run: the value
+/// is reported lost. (Until the forty-third session it came back wrong: found by the
+/// damage test's dead writer.)
+#[test]
+fn a_page_verified_as_a_tree_page_is_no_value() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("copied.cairn");
+    let model = build(&path)?;
+    let catalog = match cairn_engine::inspect(&path)?.slots.first() {
+        Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) => *catalog_page,
+        other => panic!("{other:?}"),
+    };
+    let runs = pages_of(&path, "overflow", "alpha")?;
+    let Some(&run) = runs.first() else {
+        panic!("alpha has no overflow run");
+    };
+    let mut bytes = std::fs::read(&path)?;
+    let at = |page: u64| usize::try_from(page * 4096).unwrap_or(usize::MAX);
+    let root = bytes[at(catalog)..at(catalog + 1)].to_vec();
+    bytes[at(run)..at(run + 1)].copy_from_slice(&root);
+    for slot in [512, 4096 + 512] {
+        bytes[slot..slot + 80].fill(0x5a);
+    }
+    std::fs::write(&path, bytes)?;
+    let (got, _, _) = salvaged(&path)?;
+    let wrong = wrong_tables(&got, &model);
+    assert!(wrong.is_empty(), "wrong entries in {wrong:?}");
+    Ok(())
+}
