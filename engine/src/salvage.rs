@@ -129,8 +129,11 @@ pub struct SalvageReport {
     /// vouches for: the failed page that named it no longer parses, or the damage hit the
     /// very reference to it, and no older catalog names it. Its entries (for a leaf of
     /// the catalog, the names of the tables it gives) are the page's bytes as they read,
-    /// checked by no checksum: damage that left the page parsing would show in them.
-    /// (Every other page handed over matched a checksum.)
+    /// checked by no checksum: damage that left the page parsing would show in them. And
+    /// tables whose root is a branch that a reference names with another checksum (an
+    /// older version of the page, or damaged): the pages under it match the checksums it
+    /// gives, but may be an older commit's, with older values. (Every other page handed
+    /// over matched a checksum the newest tree gives.)
     pub unverified: Vec<String>,
     /// Entries handed over from the tree (not counting the log's changes).
     pub entries: u64,
@@ -323,7 +326,12 @@ pub fn salvage_storage(
                 }
                 None => {
                     let name = walk.lost_and_found(each, orphan.root, orphan.name)?;
-                    if orphan.leaf && vouched.is_none() {
+                    // (A branch root a reference contradicts is damaged or an older
+                    // version of its page: its children verify against it, but may be
+                    // an older commit's pages, with older values. Until the forty-third
+                    // session such a table was not reported unverified.)
+                    let contradicted = !orphan.leaf && vouched == Some(false);
+                    if (orphan.leaf && vouched.is_none()) || contradicted {
                         unverified.push(name);
                     }
                 }

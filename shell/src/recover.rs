@@ -322,7 +322,8 @@ fn describe(lost: &Lost) -> String {
 fn unverified(name: &str) -> String {
     format!(
         "table {}: read from a page no checksum covers any more (what referred to that page \
-         is damaged): damage there would show in its name or its entries",
+         is damaged, or names other bytes there): damage there would show in its name or \
+         its entries, and an older version of the page in older values",
         Literal::Text(name.to_owned())
     )
 }

@@ -220,17 +220,22 @@ pub(super) fn is_catalog_part(snap: &Snapshot, root: u64) -> bool {
 }
 
 /// What the failed pages say of `root`: a failed branch that still parses names it with a
-/// checksum, which its bytes match (`Some(true)`) or not (`Some(false)`: the root is damaged
-/// too); `None` when no failed page that parses names it.
+/// checksum, or a failed leaf of the catalog does in a table's record (since the
+/// forty-third session), which its bytes match (`Some(true)`) or not (`Some(false)`: the
+/// root is damaged too, or an older version of its page); `None` when no failed page that
+/// parses names it.
 pub(super) fn vouched(snap: &Snapshot, failed: &[u64], root: ChildRef) -> Option<bool> {
     failed.iter().find_map(|&page| {
         let bytes = snap.raw(page, snap.page_size).ok()?;
-        let TreePage::Branch(b) = TreePage::parse(bytes, page).ok()? else {
-            return None;
+        let named = match TreePage::parse(bytes, page).ok()? {
+            TreePage::Branch(b) => (0..=b.keys())
+                .filter_map(|i| b.child(i).ok())
+                .find(|child| child.page == root.page),
+            TreePage::Leaf(leaf) => table_records(&leaf)?
+                .into_iter()
+                .filter_map(|(_, meta)| meta.root)
+                .find(|r| r.page == root.page),
         };
-        (0..=b.keys())
-            .filter_map(|i| b.child(i).ok())
-            .find(|child| child.page == root.page)
-            .map(|child| child.crc == root.crc)
+        named.map(|r| r.crc == root.crc)
     })
 }
