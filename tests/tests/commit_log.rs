@@ -714,6 +714,38 @@ fn died_after_twenty_puts_seen_halfway(
     Ok((image, halfway, log_page as usize * page_size / 512, base))
 }
 
+/// The commit slot of the database at `path` that names a logged commit.
+fn logged_slot(path: &std::path::Path) -> Result<usize, Error> {
+    let slots = cairn_engine::inspect(path)?.slots;
+    let logged = |s: &cairn_engine::SlotInfo| {
+        matches!(
+            s,
+            cairn_engine::SlotInfo::Valid {
+                freelist_page: None,
+                ..
+            }
+        )
+    };
+    Ok(slots
+        .iter()
+        .position(logged)
+        .unwrap_or_else(|| panic!("no slot names a logged commit: {slots:?}")))
+}
+
+/// Opening `image`, for writing and read-only, fails with the log reported damaged.
+fn refused_as_damaged_log(image: &[u8]) -> Result<(), Error> {
+    for read_only in [false, true] {
+        match open_image(image, read_only) {
+            Err(e) => assert!(e.to_string().contains("commit log damaged"), "{e}"),
+            Ok(db) => panic!(
+                "read-only {read_only}: opened with {} keys",
+                db.begin_read()?.open_table("t")?.len()
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// A record of the log damaged before it was applied, followed by records that say it was
 /// durable, makes opening fail with an error naming the log (instead of opening at the
 /// commit before it, without the acknowledged commits after it); the last record damaged
@@ -763,30 +795,12 @@ fn with_the_newest_slot_damaged_too_the_records_still_prove_the_loss() -> Result
     let (image, first_unit, base) = died_after_twenty_puts(dir.path())?;
     let path = dir.path().join("image.cairn");
     std::fs::write(&path, &image)?;
-    let newest_slot = cairn_engine::inspect(&path)?
-        .slots
-        .iter()
-        .position(|s| {
-            matches!(
-                s,
-                cairn_engine::SlotInfo::Valid {
-                    freelist_page: None,
-                    ..
-                }
-            )
-        })
-        .unwrap_or_else(|| panic!("no slot names a logged commit"));
+    let newest_slot = logged_slot(&path)?;
     let mut damaged = image.clone();
     let page_size = 4096;
     damaged[newest_slot * page_size + 512 + 8] ^= 0xff;
     damaged[(first_unit + 5) * 512 + 40] ^= 0xff;
-    match open_image(&damaged, false) {
-        Err(e) => assert!(e.to_string().contains("commit log damaged"), "{e}"),
-        Ok(db) => panic!(
-            "opened with {} keys",
-            db.begin_read()?.open_table("t")?.len()
-        ),
-    }
+    refused_as_damaged_log(&damaged)?;
     std::fs::write(&path, &damaged)?;
     let got = cairn_tests::salvaged::salvage(&path)?;
     assert_eq!(got.report.txid + got.report.logged_commits, base + 5);
@@ -829,15 +843,7 @@ fn a_read_only_opening_looks_for_the_proof_too() -> Result<(), Error> {
     let mut damaged = image.clone();
     damaged[newest_catalog * 4096 + 100] ^= 0xff;
     damaged[first_unit * 512 + 40] ^= 0xff;
-    for read_only in [false, true] {
-        match open_image(&damaged, read_only) {
-            Err(e) => assert!(e.to_string().contains("commit log damaged"), "{e}"),
-            Ok(db) => panic!(
-                "read-only {read_only}: opened with {} keys",
-                db.begin_read()?.open_table("t")?.len()
-            ),
-        }
-    }
+    refused_as_damaged_log(&damaged)?;
     // From a file too, where the opening asks whether a writer holds it.
     let opened = cairn_tests::open_file_image(&damaged);
     assert!(
@@ -862,19 +868,7 @@ fn a_record_that_does_not_verify_is_looked_past_whatever_the_slots_say() -> Resu
     let (image, halfway, first_unit, base) = died_after_twenty_puts_seen_halfway(dir.path())?;
     let path = dir.path().join("image.cairn");
     std::fs::write(&path, &image)?;
-    let newest_slot = cairn_engine::inspect(&path)?
-        .slots
-        .iter()
-        .position(|s| {
-            matches!(
-                s,
-                cairn_engine::SlotInfo::Valid {
-                    freelist_page: None,
-                    ..
-                }
-            )
-        })
-        .unwrap_or_else(|| panic!("no slot names a logged commit"));
+    let newest_slot = logged_slot(&path)?;
     let mut damaged = image.clone();
     let slot = newest_slot * 4096 + 512..newest_slot * 4096 + 1024;
     damaged[slot.clone()].copy_from_slice(&halfway[slot]);
@@ -892,14 +886,6 @@ fn a_record_that_does_not_verify_is_looked_past_whatever_the_slots_say() -> Resu
         newest.is_some_and(|t| t < base + 15),
         "the slots name nothing past the damaged record: {slots:?}"
     );
-    for read_only in [false, true] {
-        match open_image(&damaged, read_only) {
-            Err(e) => assert!(e.to_string().contains("commit log damaged"), "{e}"),
-            Ok(db) => panic!(
-                "read-only {read_only}: opened with {} keys",
-                db.begin_read()?.open_table("t")?.len()
-            ),
-        }
-    }
+    refused_as_damaged_log(&damaged)?;
     Ok(())
 }

@@ -820,6 +820,14 @@ fn the_tables_under_a_damaged_catalog_branch_come_back_named() -> Result<(), Err
     Ok(())
 }
 
+/// The catalog's root page of the (closed) database at `path`.
+fn catalog_page(path: &Path) -> Result<u64, Error> {
+    match cairn_engine::inspect(path)?.slots.first() {
+        Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) => Ok(*catalog_page),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Both commit slots unreadable, and the catalog's root copied over the first page of a
 /// large value's overflow run: salvage finds two catalog roots among the pages (the copy
 /// reads as one), and the walk from the copy had verified its page as a tree page, so
@@ -832,10 +840,7 @@ fn a_page_verified_as_a_tree_page_is_no_value() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("copied.cairn");
     let model = build(&path)?;
-    let catalog = match cairn_engine::inspect(&path)?.slots.first() {
-        Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) => *catalog_page,
-        other => panic!("{other:?}"),
-    };
+    let catalog = catalog_page(&path)?;
     let runs = pages_of(&path, "overflow", "alpha")?;
     let Some(&run) = runs.first() else {
         panic!("alpha has no overflow run");
@@ -866,10 +871,7 @@ fn a_branch_root_the_catalog_names_with_other_bytes_is_reported_unverified() -> 
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("contradicted.cairn");
     build(&path)?;
-    let catalog = match cairn_engine::inspect(&path)?.slots.first() {
-        Some(cairn_engine::SlotInfo::Valid { catalog_page, .. }) => *catalog_page,
-        other => panic!("{other:?}"),
-    };
+    let catalog = catalog_page(&path)?;
     // (Two levels: alpha's one branch is its root.)
     let &[alpha_root] = &pages_of(&path, "branch", "alpha")?[..] else {
         panic!("alpha has more than one branch");
