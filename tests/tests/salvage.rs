@@ -828,6 +828,19 @@ fn catalog_page(path: &Path) -> Result<u64, Error> {
     }
 }
 
+/// Copies the catalog's root page `catalog` over `page` in the (4 KiB-page) file at
+/// `path`, and overwrites both commit slots.
+fn catalog_copied_over(path: &Path, catalog: u64, page: u64) -> std::io::Result<()> {
+    let mut bytes = std::fs::read(path)?;
+    let at = |page: u64| usize::try_from(page * 4096).unwrap_or(usize::MAX);
+    let root = bytes[at(catalog)..at(catalog + 1)].to_vec();
+    bytes[at(page)..at(page + 1)].copy_from_slice(&root);
+    for slot in [512, 4096 + 512] {
+        bytes[slot..slot + 80].fill(0x5a);
+    }
+    std::fs::write(path, bytes)
+}
+
 /// Both commit slots unreadable, and the catalog's root copied over the first page of a
 /// large value's overflow run: salvage finds two catalog roots among the pages (the copy
 /// reads as one), and the walk from the copy had verified its page as a tree page, so
@@ -845,14 +858,7 @@ fn a_page_verified_as_a_tree_page_is_no_value() -> Result<(), Error> {
     let Some(&run) = runs.first() else {
         panic!("alpha has no overflow run");
     };
-    let mut bytes = std::fs::read(&path)?;
-    let at = |page: u64| usize::try_from(page * 4096).unwrap_or(usize::MAX);
-    let root = bytes[at(catalog)..at(catalog + 1)].to_vec();
-    bytes[at(run)..at(run + 1)].copy_from_slice(&root);
-    for slot in [512, 4096 + 512] {
-        bytes[slot..slot + 80].fill(0x5a);
-    }
-    std::fs::write(&path, bytes)?;
+    catalog_copied_over(&path, catalog, run)?;
     let (got, _, _) = salvaged(&path)?;
     let wrong = wrong_tables(&got, &model);
     assert!(wrong.is_empty(), "wrong entries in {wrong:?}");
@@ -917,14 +923,7 @@ fn a_page_verified_as_a_root_is_checked_again_as_a_leaf() -> Result<(), Error> {
     let Some(&leaf) = leaves.get(leaves.len() / 2) else {
         panic!("alpha has no leaf");
     };
-    let mut bytes = std::fs::read(&path)?;
-    let at = |page: u64| usize::try_from(page * 4096).unwrap_or(usize::MAX);
-    let root = bytes[at(catalog)..at(catalog + 1)].to_vec();
-    bytes[at(leaf)..at(leaf + 1)].copy_from_slice(&root);
-    for slot in [512, 4096 + 512] {
-        bytes[slot..slot + 80].fill(0x5a);
-    }
-    std::fs::write(&path, bytes)?;
+    catalog_copied_over(&path, catalog, leaf)?;
     let (got, _, _) = salvaged(&path)?;
     let wrong = wrong_tables(&got, &model);
     assert!(wrong.is_empty(), "wrong entries in {wrong:?}");
