@@ -37,11 +37,15 @@ impl Database {
         }
         let source = self.begin_read()?;
         let new = NewFile::beside(path)?;
-        // The copy gets the source's page size and commit log (a new file's log, which
-        // grows, for a source without one: in memory, or made without).
+        // The copy gets the source's page size, and a new file's commit log (64 KiB,
+        // growing as its commits need: the copy is dense), unless the source's is larger
+        // than a log grows to by default, which only a size asked for makes: that one it
+        // keeps. (Until the forty-third session it got the source's log whatever its size,
+        // 2 MiB of zeros for most.)
         let mut builder = Database::builder().page_size(self.page_size());
-        if let pages @ 1.. = source.snapshot.slot.log_pages {
-            builder = builder.log_size(pages * self.page_size() as u64);
+        let log_bytes = source.snapshot.slot.log_pages * self.page_size() as u64;
+        if log_bytes > crate::recovery::DEFAULT_LOG_BYTES {
+            builder = builder.log_size(log_bytes);
         }
         let target = builder.durability(Durability::Eventual).with_storage(
             Arc::new(new.storage()?),

@@ -65,6 +65,22 @@ impl Database {
             nodes_merged: 0,
             steps: 0,
         };
+        // The commit log first, in a step of its own: it takes the lowest run of free
+        // pages that holds it while the free pages are where the deletes left them, and the
+        // pages moved after it settle around it. (Moved in a step that also moves pages, it
+        // took a run above the pages the step took, and stayed there.)
+        let mut txn = self.begin_write()?;
+        let log_moves = txn.original.as_ref().is_some_and(|ws| {
+            crate::commit::compacted_pages(&ws.log, &txn.freelist, self.page_size()).is_some()
+        });
+        if log_moves {
+            txn.set_durability(Durability::Immediate);
+            txn.compacting = true;
+            txn.commit()?;
+            report.steps += 1;
+        } else {
+            txn.rollback();
+        }
         // Progress is a move, or pages leaving the file. Pages freed by one step return
         // at the start of the next, so two steps without progress in a row end a phase.
         // Overflow runs move only into holes that fit them; when holes between runs are
