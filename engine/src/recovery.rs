@@ -65,6 +65,22 @@ pub(crate) fn log_pages(log_bytes: u64, page_size: usize) -> Option<u64> {
     (pages.checked_mul(p)? <= MAX_LOG_BYTES).then_some(pages)
 }
 
+/// Writes zeros over `pages`, a run for the commit log: zeros written, not a hole left (a
+/// durable write into a hole allocates blocks, which costs a journal commit each time),
+/// and no older bytes there to read as a record. A page per write, so that the kernel
+/// caches the log in page-sized pieces, each flushed alone.
+pub(crate) fn write_log_zeros(
+    storage: &dyn Storage,
+    pages: std::ops::Range<u64>,
+    page_size: usize,
+) -> Result<()> {
+    let zeros = vec![0u8; page_size];
+    for page in pages {
+        storage.write(page * page_size as u64, &zeros)?;
+    }
+    Ok(())
+}
+
 /// Writes the header and a first, empty commit into an empty store, with a commit log of
 /// `log_bytes` (see [`log_pages`]; the caller has checked it).
 pub(crate) fn initialise(storage: &dyn Storage, page_size: usize, log_bytes: u64) -> Result<()> {
@@ -78,13 +94,7 @@ pub(crate) fn initialise(storage: &dyn Storage, page_size: usize, log_bytes: u64
     };
     let page_count = FIRST_DATA_PAGE + log_pages;
     storage.resize(page_count * p)?;
-    // Zeros written, not a hole left: a durable write into a hole allocates blocks, which
-    // costs a journal commit each time. A page per write, so that the kernel caches the log
-    // in page-sized pieces, each flushed alone.
-    let zeros = vec![0u8; page_size];
-    for page in FIRST_DATA_PAGE..page_count {
-        storage.write(page * p, &zeros)?;
-    }
+    write_log_zeros(storage, FIRST_DATA_PAGE..page_count, page_size)?;
     let header = Header {
         version: FORMAT_VERSION,
         page_size: page_size as u32,

@@ -65,10 +65,8 @@ pub(crate) fn compacted_pages(log: &LogState, free: &FreeList, page_size: usize)
     (first < log.page && (pages < log.pages || past_use)).then_some(pages)
 }
 
-/// Writes zeros over the log's new run of `pages` pages from `first` (a page per write, as
-/// the first log was written: the kernel then caches it in page-sized pieces, each flushed
-/// alone), so that its durable writes never allocate blocks and no older bytes read as a
-/// record; its pages are no longer verified tree pages.
+/// Writes zeros over the log's new run of `pages` pages from `first`, as the first log was
+/// written (`recovery::write_log_zeros`); its pages are no longer verified tree pages.
 pub(super) fn zero_run(
     storage: &dyn Storage,
     first: u64,
@@ -76,12 +74,10 @@ pub(super) fn zero_run(
     page_size: usize,
     verified: &VerifiedSet,
 ) -> Result<()> {
-    let zeros = vec![0u8; page_size];
     for page in first..first + pages {
         verified.remove(page);
-        storage.write(page * page_size as u64, &zeros)?;
     }
-    Ok(())
+    crate::recovery::write_log_zeros(storage, first..first + pages, page_size)
 }
 
 #[cfg(test)]
