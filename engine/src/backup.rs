@@ -38,13 +38,18 @@ impl Database {
         let source = self.begin_read()?;
         let new = NewFile::beside(path)?;
         // The copy gets the source's page size, and a new file's commit log (64 KiB,
-        // growing as its commits need: the copy is dense), unless the source's is larger
-        // than a log grows to by default, which only a size asked for makes: that one it
-        // keeps. (Until the forty-third session it got the source's log whatever its size,
-        // 2 MiB of zeros for most.)
+        // growing as its commits need: the copy is dense), unless a size was asked for the
+        // source's, which the copy then gets too: the size its slot records, or, in a file
+        // of a build that did not record it, a log larger than one grows to by default.
+        // (Until the forty-third session it got the source's log whatever its size, 2 MiB
+        // of zeros for most.)
         let mut builder = Database::builder().page_size(self.page_size());
-        let log_bytes = source.snapshot.slot.log_pages * self.page_size() as u64;
-        if log_bytes > crate::recovery::DEFAULT_LOG_BYTES {
+        let page_size = self.page_size() as u64;
+        let slot = source.snapshot.slot;
+        let log_bytes = slot.log_pages * page_size;
+        if let Some(pages) = crate::recovery::recorded_log_limit(&slot, self.page_size()) {
+            builder = builder.log_size(pages * page_size);
+        } else if log_bytes > crate::recovery::DEFAULT_LOG_BYTES {
             builder = builder.log_size(log_bytes);
         }
         let target = builder.durability(Durability::Eventual).with_storage(

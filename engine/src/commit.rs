@@ -329,6 +329,7 @@ impl WriteTxn {
             freelist_crc,
             log_page,
             log_pages,
+            log_limit: ws.log.limit,
         };
         for page in written_runs.into_iter().flatten() {
             verified.remove(page);

@@ -27,7 +27,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// Creates the database file at `path`, which did not exist when the caller looked. When
 /// another process or thread creates it first, theirs is kept and this returns `Ok`: the
 /// caller then opens whichever database is there.
-pub(crate) fn create_file(path: &Path, page_size: usize, log_bytes: u64) -> Result<()> {
+pub(crate) fn create_file(path: &Path, page_size: usize, log_size: Option<u64>) -> Result<()> {
     // A symbolic link to a file yet to be made: the file is created where it points, as
     // opening with `O_CREAT` would (linking onto the link itself would fail).
     let mut target = path.to_path_buf();
@@ -41,7 +41,7 @@ pub(crate) fn create_file(path: &Path, page_size: usize, log_bytes: u64) -> Resu
         };
     }
     let new = NewFile::beside(&target)?;
-    recovery::initialise(&new.storage()?, page_size, log_bytes)?;
+    recovery::initialise(&new.storage()?, page_size, log_size)?;
     new.link(&target)?;
     Ok(())
 }
@@ -352,7 +352,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("named.cairn");
         let new = NewFile::named(dir.path().to_path_buf(), "named.cairn")?;
-        recovery::initialise(&new.storage()?, 4096, recovery::DEFAULT_LOG_BYTES)?;
+        recovery::initialise(&new.storage()?, 4096, None)?;
         assert!(new.link(&path)?);
         assert_eq!(names(dir.path())?, ["named.cairn"]);
         // Created a second time, the first database is kept.
@@ -362,7 +362,7 @@ mod tests {
         w.commit()?;
         drop(db);
         let new = NewFile::named(dir.path().to_path_buf(), "named.cairn")?;
-        recovery::initialise(&new.storage()?, 4096, recovery::DEFAULT_LOG_BYTES)?;
+        recovery::initialise(&new.storage()?, 4096, None)?;
         assert!(!new.link(&path)?, "the path is taken");
         assert_eq!(names(dir.path())?, ["named.cairn"]);
         let db = Database::open(&path)?;

@@ -65,6 +65,9 @@ pub(crate) struct LogState {
     /// The most pages the log may grow to (docs/design.md#commit-log): at a sync, a log
     /// that was too small for the cycle moves to a larger run.
     pub target: u64,
+    /// The most pages asked for (`Builder::log_size`, at this opening or an earlier one:
+    /// every commit's slot records it); `None`: the default.
+    pub limit: Option<u64>,
     /// Units ([`crate::format::LOG_UNIT`] bytes) the cycle's records take.
     pub head: u64,
     /// The id the next record must have: the commit after the last one logged, or after

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
-use crate::format::{SLOT_LEN, SLOT_OFFSET, Slot};
+use crate::format::{SLOT_BYTES, SLOT_OFFSET, Slot};
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 
 /// How often a reader retries while commits race past it.
@@ -27,7 +27,7 @@ impl Inner {
     fn read_slots(&self) -> Result<[Option<Slot>; 2]> {
         let mut slots = [None, None];
         for (i, slot) in slots.iter_mut().enumerate() {
-            let mut b = [0u8; SLOT_LEN];
+            let mut b = [0u8; SLOT_BYTES];
             self.storage
                 .read((i * self.page_size + SLOT_OFFSET) as u64, &mut b)?;
             // A slot being written right now fails its checksum: the other one serves.

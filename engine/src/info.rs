@@ -5,7 +5,7 @@ use std::fs::File;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::{SLOT_LEN, SLOT_OFFSET, Slot};
+use crate::format::{SLOT_BYTES, SLOT_OFFSET, Slot};
 use crate::storage::Storage;
 
 /// One commit slot as found in the file.
@@ -30,6 +30,9 @@ pub enum SlotInfo {
         log_page: u64,
         /// The commit log's length in pages.
         log_pages: u64,
+        /// The most pages the log grows to, when a size was asked for
+        /// ([`crate::Builder::log_size`]); `None`: the default.
+        log_limit: Option<u64>,
     },
     /// Never written, torn or damaged.
     Invalid,
@@ -73,9 +76,9 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
     let header = crate::recovery::find_header(&storage)?;
     let mut slots = [SlotInfo::Invalid, SlotInfo::Invalid];
     for (i, slot) in slots.iter_mut().enumerate() {
-        let mut raw = [0u8; SLOT_LEN];
+        let mut raw = [0u8; SLOT_BYTES];
         let at = i as u64 * u64::from(header.page_size) + SLOT_OFFSET as u64;
-        if at + SLOT_LEN as u64 <= len
+        if at + SLOT_BYTES as u64 <= len
             && storage.read(at, &mut raw).is_ok()
             && let Some(s) = Slot::decode(&raw)
         {
@@ -88,6 +91,7 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
                 freelist_len: s.freelist_len,
                 log_page: s.log_page,
                 log_pages: s.log_pages,
+                log_limit: crate::recovery::recorded_log_limit(&s, header.page_size as usize),
             };
         }
     }

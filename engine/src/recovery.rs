@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::format::header::HeaderError;
 use crate::format::{
     FORMAT_VERSION, FreeRun, HEADER_LEN, Header, LOG_UNITS_VERSION, MAGIC, MAX_PAGE_SIZE,
-    MIN_PAGE_SIZE, OLDEST_VERSION, SLOT_LEN, SLOT_OFFSET, Slot, decode_freelist,
+    MIN_PAGE_SIZE, OLDEST_VERSION, SLOT_BYTES, SLOT_OFFSET, Slot, decode_freelist,
 };
 use crate::freelist::FreeList;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
@@ -65,6 +65,17 @@ pub(crate) fn log_pages(log_bytes: u64, page_size: usize) -> Option<u64> {
     (pages.checked_mul(p)? <= MAX_LOG_BYTES).then_some(pages)
 }
 
+/// The most pages the log may grow to that `slot` records, when it is a size a builder
+/// could have asked for (a slot whose limit verifies but is not one is damage, ignored).
+pub(crate) fn recorded_log_limit(slot: &Slot, page_size: usize) -> Option<u64> {
+    slot.log_limit.filter(|&pages| {
+        pages
+            .checked_mul(page_size as u64)
+            .and_then(|bytes| log_pages(bytes, page_size))
+            == Some(pages)
+    })
+}
+
 /// Writes zeros over `pages`, a run for the commit log: zeros written, not a hole left (a
 /// durable write into a hole allocates blocks, which costs a journal commit each time),
 /// and no older bytes there to read as a record. A page per write, so that the kernel
@@ -82,9 +93,16 @@ pub(crate) fn write_log_zeros(
 }
 
 /// Writes the header and a first, empty commit into an empty store, with a commit log of
-/// `log_bytes` (see [`log_pages`]; the caller has checked it).
-pub(crate) fn initialise(storage: &dyn Storage, page_size: usize, log_bytes: u64) -> Result<()> {
+/// `log_size` bytes (see [`log_pages`]; the caller has checked it), which its slots record
+/// as the most the log grows to; `None`: a new file's default, [`INITIAL_LOG_BYTES`],
+/// growing to [`DEFAULT_LOG_BYTES`].
+pub(crate) fn initialise(
+    storage: &dyn Storage,
+    page_size: usize,
+    log_size: Option<u64>,
+) -> Result<()> {
     let p = page_size as u64;
+    let log_bytes = log_size.unwrap_or(INITIAL_LOG_BYTES);
     // The commit log takes the pages after the two header pages, for good (zeros: no
     // record). Without cheap durable writes (in memory) there is none.
     let log_pages = if storage.durable_writes() {
@@ -108,6 +126,7 @@ pub(crate) fn initialise(storage: &dyn Storage, page_size: usize, log_bytes: u64
         page_count,
         log_page: if log_pages > 0 { FIRST_DATA_PAGE } else { 0 },
         log_pages,
+        log_limit: log_size.map(|_| log_pages),
         ..Slot::default()
     };
     storage.write(SLOT_OFFSET as u64, &slot.encode())?;
@@ -202,7 +221,7 @@ pub(crate) fn read_slots(storage: &dyn Storage, page_size: usize) -> Result<Slot
     let mut slots = Vec::new();
     let mut reasons = [String::new(), String::new()];
     for (i, reason) in reasons.iter_mut().enumerate() {
-        let mut b = [0u8; SLOT_LEN];
+        let mut b = [0u8; SLOT_BYTES];
         storage.read((i * page_size + SLOT_OFFSET) as u64, &mut b)?;
         match Slot::decode(&b) {
             Some(s) => slots.push((s, i)),

@@ -33,6 +33,10 @@ pub struct Stats {
     pub freelist_pages: u64,
     /// Pages of the commit log (durable commits append to it instead of syncing the file).
     pub log_pages: u64,
+    /// The most pages the commit log grows to, as the commit records it when a size was
+    /// asked for ([`crate::Builder::log_size`], at this opening or an earlier one: an
+    /// opening's own is recorded by its first commit); `None`: the default, 2 MiB.
+    pub log_limit_pages: Option<u64>,
     /// Pages free for reuse, or waiting for readers or a sync (listed in the freelist, or
     /// for a commit the log holds, every page nothing uses).
     pub free_pages: u64,
@@ -187,6 +191,7 @@ pub(crate) fn stats(snap: &Snapshot, file_size: u64) -> Result<Stats> {
                 run.end - run.start
             },
             log_pages: s.log_pages,
+            log_limit_pages: crate::recovery::recorded_log_limit(&s, snap.page_size),
             ..Stats::default()
         },
         used_bytes: 0,

@@ -33,8 +33,9 @@ Options:
                         writes some to the file (bytes, or with K, M or G; default 512M)
   -logsize SIZE         the commit log's size (default: a new file's starts at 64K and
                         grows to 2M as durable commits fill it; 0: none for a new file,
-                        every durable commit syncs it): a smaller log makes a smaller
-                        file and slower durable commits
+                        every durable commit syncs it), which the file keeps for later
+                        openings: a smaller log makes a smaller file and slower durable
+                        commits
   -param NAME VALUE     bind the parameter :NAME to VALUE, a literal ('text', x'00ff',
                         42) as .param set takes it (may be repeated)
   -mode MODE            output mode: table, plain, csv, json or line

@@ -26,14 +26,19 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
                 freelist_len,
                 log_page,
                 log_pages,
+                log_limit,
             } => {
                 let freelist = match freelist_page {
                     Some(page) => format!("freelist page {page} ({freelist_len} bytes)"),
                     None => "freelist in the writer's memory (a logged commit)".to_owned(),
                 };
+                let limit = match log_limit {
+                    Some(pages) => format!(" (at most {pages}, as asked)"),
+                    None => String::new(),
+                };
                 println!(
                     "slot {i}          commit {txid} (durable as of commit {durable_txid}), {page_count} pages, \
-                     catalog root page {catalog_page}, {freelist}, commit log pages {log_page}+{log_pages}"
+                     catalog root page {catalog_page}, {freelist}, commit log pages {log_page}+{log_pages}{limit}"
                 )
             }
             SlotInfo::Invalid => {

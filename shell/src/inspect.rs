@@ -45,6 +45,13 @@ pub fn stats(shell: &mut Shell, table: Option<&str>) -> Result<String, String> {
         ("overflow pages", s.overflow_pages.to_string()),
         ("freelist pages", s.freelist_pages.to_string()),
         ("commit log pages", s.log_pages.to_string()),
+        (
+            "commit log limit",
+            match s.log_limit_pages {
+                Some(pages) => format!("{pages} pages, as asked"),
+                None => "the default, 2 MiB".into(),
+            },
+        ),
         ("free pages", s.free_pages.to_string()),
         ("fill factor", format!("{:.3}", s.fill_factor)),
         (

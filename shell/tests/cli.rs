@@ -514,7 +514,11 @@ PUT 'key00007' 'changed'
 fn logsize_chooses_the_commit_log_of_a_new_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let info = |p: &Path| text(&cairn(&["info", path(p)], b"").stdout);
-    for (size, pages) in [("64K", "2+16"), ("0", "0+0"), ("1M", "2+256")] {
+    for (size, pages) in [
+        ("64K", "2+16 (at most 16, as asked)"),
+        ("0", "0+0 (at most 0, as asked)"),
+        ("1M", "2+256 (at most 256, as asked)"),
+    ] {
         let db = dir.path().join(format!("log-{size}.cairn"));
         let o = cairn(&["-logsize", size, path(&db), "-c", "PUT 1 1"], b"");
         assert!(o.status.success(), "{}", text(&o.stderr));
@@ -523,6 +527,32 @@ fn logsize_chooses_the_commit_log_of_a_new_file() {
             "{}",
             info(&db)
         );
+    }
+    // The file keeps the size: 300 durable commits, each its own transaction, grow a 64K
+    // log in a file made without -logsize, and not in one made with it.
+    let puts: String = (0..300).map(|i| format!("PUT {i} 'value {i}'\n")).collect();
+    let log_pages = |p: &Path| {
+        let info = info(p);
+        let pages = info
+            .split("commit log pages ")
+            .nth(1)
+            .and_then(|s| s.split(['+']).nth(1))
+            .map(|s| {
+                s.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+            });
+        pages.unwrap_or_else(|| panic!("{info}"))
+    };
+    for (made, grown) in [(&["-logsize", "64K"][..], false), (&[], true)] {
+        let db = dir.path().join(format!("kept{}.cairn", made.len()));
+        let mut args = made.to_vec();
+        args.extend([path(&db), "-c", "PUT 1 1"]);
+        assert!(cairn(&args, b"").status.success());
+        assert_eq!(log_pages(&db), "16");
+        let o = cairn(&[path(&db)], puts.as_bytes());
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(log_pages(&db) != "16", grown, "{}", info(&db));
     }
     // Over the engine's limit: the file is not created.
     let db = dir.path().join("huge-log.cairn");

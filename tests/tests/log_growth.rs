@@ -158,6 +158,63 @@ fn a_size_asked_for_is_what_the_log_grows_to_and_it_never_shrinks() -> Result<()
 }
 
 #[test]
+fn the_size_asked_for_is_kept_by_the_file_its_compaction_and_its_backups() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let (path, copy) = (dir.path().join("kept.cairn"), dir.path().join("copy.cairn"));
+    drop(Checked(
+        Database::builder().log_size(128 << 10).create(&path)?,
+    ));
+    // Opened without a size, the file's own is the most: single puts and a transaction
+    // that outgrows the log (which takes a log to its most at once) leave it at 32 pages.
+    let db = Checked(Database::open(&path)?);
+    assert_eq!(
+        db.stats()?.log_limit_pages,
+        Some(32),
+        "recorded at creation"
+    );
+    create_table(&db)?;
+    durable_puts(&db, 0, 600)?;
+    let mut w = db.begin_write()?;
+    for i in 1_000..3_000 {
+        w.open_table("t")?.insert(&key(i), &[2u8; 60])?;
+    }
+    w.commit()?;
+    assert_eq!(db.stats()?.log_pages, 32);
+    // A backup's log is the size asked for, and its file records it.
+    db.backup(&copy)?;
+    drop(db);
+    let copied = Checked(Database::open(&copy)?);
+    assert_eq!(copied.stats()?.log_pages, 32);
+    assert_eq!(copied.stats()?.log_limit_pages, Some(32));
+    durable_puts(&copied, 5_000, 600)?;
+    assert_eq!(copied.stats()?.log_pages, 32);
+    drop(copied);
+    // A size asked for at a later opening replaces it, from that opening's first commit.
+    let db = Checked(Database::builder().log_size(256 << 10).open(&path)?);
+    durable_puts(&db, 10_000, 1)?;
+    assert_eq!(db.stats()?.log_limit_pages, Some(64));
+    drop(db);
+    let db = Checked(Database::open(&path)?);
+    durable_puts(&db, 20_000, 600)?;
+    assert_eq!(db.stats()?.log_pages, 64);
+    assert_eq!(db.begin_read()?.open_table("t")?.len(), 3_201);
+    // Compaction makes a log larger than a new file's the size a new file would get: the
+    // one asked for (the first 16 pages of a new file's are for a file at the default).
+    let mut w = db.begin_write()?;
+    w.open_table("t")?
+        .remove_range(&key(1_000)[..]..&key(3_000)[..])?;
+    w.commit()?;
+    db.compact()?;
+    assert_eq!(log_run(&db)?.len(), 64);
+    // A file left at the default records none, and grows to 2 MiB.
+    let default = dir.path().join("default.cairn");
+    let db = Checked(Database::create(&default)?);
+    create_table(&db)?;
+    assert_eq!(db.stats()?.log_limit_pages, None);
+    Ok(())
+}
+
+#[test]
 fn compaction_moves_a_grown_log_down_and_makes_it_small_again() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("compact.cairn");

@@ -50,14 +50,17 @@ pub(super) fn grown_pages(log: &LogState, page_size: usize, need: LogPressure) -
 }
 
 /// The pages compaction moves the log to, if it moves: a log larger than a new file's
-/// starts small again (it grows back as cycles fill it), and one that lies past the pages
-/// in use goes lower, so that the file's end can leave — to the lowest run of free pages,
-/// when that lies below the log.
+/// (the size asked for, or the default's first) starts small again (it grows back as
+/// cycles fill it), and one that lies past the pages in use goes lower, so that the file's
+/// end can leave — to the lowest run of free pages, when that lies below the log.
 pub(crate) fn compacted_pages(log: &LogState, free: &FreeList, page_size: usize) -> Option<u64> {
     if log.pages == 0 {
         return None;
     }
-    let initial = crate::recovery::log_pages(crate::recovery::INITIAL_LOG_BYTES, page_size)
+    let initial = log
+        .limit
+        .filter(|&pages| pages > 0)
+        .or_else(|| crate::recovery::log_pages(crate::recovery::INITIAL_LOG_BYTES, page_size))
         .unwrap_or(log.pages);
     let pages = log.pages.min(initial);
     let past_use = log.page + log.pages > free.in_use();

@@ -3,7 +3,7 @@
 //! log (those are written before the log's record is submitted).
 
 use crate::btree::PIECE;
-use crate::format::{SLOT_LEN, ZERO_PAGE};
+use crate::format::{SLOT_BYTES, ZERO_PAGE};
 use crate::pager::VerifiedSet;
 use crate::storage::Storage;
 
@@ -107,7 +107,7 @@ pub(super) struct Written<'a> {
     pub write_back: bool,
     /// Where the slot goes, and its bytes.
     pub slot_at: u64,
-    pub slot: [u8; SLOT_LEN],
+    pub slot: [u8; SLOT_BYTES],
 }
 
 impl Written<'_> {

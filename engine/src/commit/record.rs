@@ -6,7 +6,7 @@
 
 use crate::db::LogState;
 use crate::error::Result;
-use crate::format::{LOG_UNIT, SLOT_LEN, encode_record};
+use crate::format::{LOG_UNIT, SLOT_BYTES, encode_record};
 
 use super::page_writes::{Written, log_blocks, pages_in};
 
@@ -72,7 +72,7 @@ impl Record<'_> {
         let near = log_blocks(storage, log_start, log.pages * p);
         let (i, j) = pages_in(out, p, &near);
         let slot_near =
-            written.slot_at < near.end && written.slot_at + SLOT_LEN as u64 > near.start;
+            written.slot_at < near.end && written.slot_at + SLOT_BYTES as u64 > near.start;
         written.pages(&out[i..j])?;
         let mut write_far = || {
             written.pages(&out[..i])?;

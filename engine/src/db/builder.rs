@@ -81,9 +81,12 @@ impl Builder {
     /// starts at 64 KiB and grows, at a sync, each time a cycle of commits fills it (or a
     /// transaction's record does not fit it), doubling up to 2 MiB: a database that sees
     /// few durable commits keeps a small file. An existing database's log grows likewise
-    /// up to this size (2 MiB when not given), and shrinks only when
-    /// [`Database::compact`] makes it a new file's again; a database made without a log
-    /// never gets one.
+    /// up to this size, and shrinks only when [`Database::compact`] makes it a new file's
+    /// again; a database made without a log never gets one.
+    ///
+    /// The file keeps the size given (its commits record it): an opening that gives none
+    /// takes the one given last, at creation or at a later opening (2 MiB when none ever
+    /// was), and a backup gets it too.
     pub fn log_size(mut self, bytes: u64) -> Self {
         self.log_size = Some(bytes);
         self
@@ -92,11 +95,6 @@ impl Builder {
     /// The bytes of a new file's commit log.
     pub(crate) fn new_log_bytes(&self) -> u64 {
         self.log_size.unwrap_or(recovery::INITIAL_LOG_BYTES)
-    }
-
-    /// The bytes a commit log may grow to.
-    fn log_target_bytes(&self) -> u64 {
-        self.log_size.unwrap_or(recovery::DEFAULT_LOG_BYTES)
     }
 
     /// The default durability of write transactions (default `Immediate`).
@@ -233,13 +231,14 @@ impl Builder {
     ) -> Result<Database> {
         // What the log may grow to: within the limit a new file's log has (any size up to
         // it is whole pages of any page size).
-        let target_bytes = self.log_target_bytes();
-        if !self.read_only && target_bytes > recovery::MAX_LOG_BYTES {
-            return Err(Error::InvalidLogSize(target_bytes));
+        if let Some(bytes) = self.log_size.filter(|&b| b > recovery::MAX_LOG_BYTES)
+            && !self.read_only
+        {
+            return Err(Error::InvalidLogSize(bytes));
         }
         if create && storage.is_empty() && !self.read_only {
             self.check_new_file()?;
-            recovery::initialise(storage.as_ref(), self.page_size, self.new_log_bytes())?;
+            recovery::initialise(storage.as_ref(), self.page_size, self.log_size)?;
         }
         let counters = Arc::new(IoCounters::default());
         let storage: Arc<dyn Storage> = Arc::new(Counted {
@@ -286,7 +285,14 @@ impl Builder {
         };
         let slot = opened.snapshot.slot;
         let page_size = opened.snapshot.page_size;
-        let log_target = recovery::log_pages(target_bytes, page_size).unwrap_or(slot.log_pages);
+        // The size asked for now, else the one asked for before, which the slot records.
+        let log_limit = match self.log_size {
+            Some(bytes) => recovery::log_pages(bytes, page_size),
+            None => recovery::recorded_log_limit(&slot, page_size),
+        };
+        let log_target = log_limit
+            .or_else(|| recovery::log_pages(recovery::DEFAULT_LOG_BYTES, page_size))
+            .unwrap_or(slot.log_pages);
         let file_backed = if self.read_only && lock_file.is_some() {
             u64::MAX
         } else {
@@ -319,6 +325,7 @@ impl Builder {
                     page: slot.log_page,
                     pages: slot.log_pages,
                     target: log_target,
+                    limit: log_limit,
                     ..LogState::default()
                 },
             }))),
@@ -388,7 +395,7 @@ impl Builder {
             // Written beside the path and linked into place whole (or another creator's
             // file kept), then opened like any existing database.
             self.check_new_file()?;
-            crate::create::create_file(path, self.page_size, self.new_log_bytes())?;
+            crate::create::create_file(path, self.page_size, self.log_size)?;
         }
         let file = OpenOptions::new()
             .read(true)

@@ -39,7 +39,7 @@ pub(crate) use page::{
     write_page_header,
 };
 pub(crate) use shape::{Known, Shape};
-pub(crate) use slot::{SLOT_LEN, SLOT_OFFSET, Slot};
+pub(crate) use slot::{SLOT_BYTES, SLOT_LEN, SLOT_OFFSET, Slot};
 
 pub(crate) use branch::{branch_entry_size, legacy_saving};
 

@@ -17,8 +17,15 @@ const FREELIST_CRC: usize = FREELIST_LEN + 8;
 const LOG_PAGE: usize = FREELIST_CRC + 4;
 const LOG_PAGES: usize = LOG_PAGE + 8;
 const CRC: usize = LOG_PAGES + 8;
-/// Bytes a slot occupies.
+/// Bytes of a slot's checked part: a slot is valid when they are.
 pub(crate) const SLOT_LEN: usize = CRC + 4;
+// The log's limit follows, with a checksum of its own, so that builds that write only the
+// checked part (before the forty-fourth session) read the slot as before and leave the
+// limit there.
+const LOG_LIMIT: usize = SLOT_LEN;
+const LIMIT_CRC: usize = LOG_LIMIT + 8;
+/// Bytes a slot occupies: its checked part and the log's limit.
+pub(crate) const SLOT_BYTES: usize = LIMIT_CRC + 4;
 
 /// One committed state: its transaction id, roots and size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,6 +47,10 @@ pub(crate) struct Slot {
     /// The commit log's run of pages: its first page (0: none) and length in pages.
     pub log_page: u64,
     pub log_pages: u64,
+    /// The most pages the commit log may grow to, when a size was asked for
+    /// (`Builder::log_size`); `None`: the default. Outside the checked part: a limit that
+    /// does not verify reads as `None`.
+    pub log_limit: Option<u64>,
 }
 
 impl Slot {
@@ -74,8 +85,8 @@ impl Slot {
         self.freelist_page..self.freelist_page.saturating_add(pages)
     }
 
-    pub fn encode(&self) -> [u8; SLOT_LEN] {
-        let mut b = [0u8; SLOT_LEN];
+    pub fn encode(&self) -> [u8; SLOT_BYTES] {
+        let mut b = [0u8; SLOT_BYTES];
         put_u64(&mut b, TXID, self.txid);
         put_u64(&mut b, DURABLE_TXID, self.durable_txid);
         put_u64(&mut b, PAGE_COUNT, self.page_count);
@@ -88,11 +99,22 @@ impl Slot {
         put_u64(&mut b, LOG_PAGES, self.log_pages);
         let crc = crc32fast::hash(&b[..CRC]);
         put_u32(&mut b, CRC, crc);
+        // No limit: zeros, whose checksum fails.
+        if let Some(limit) = self.log_limit {
+            put_u64(&mut b, LOG_LIMIT, limit);
+            let crc = crc32fast::hash(&b[LOG_LIMIT..LIMIT_CRC]);
+            put_u32(&mut b, LIMIT_CRC, crc);
+        }
         b
     }
 
     /// The slot in `b`, or `None` when its checksum fails (never written, torn or damaged).
+    /// The log's limit is read when `b` holds it and it verifies.
     pub fn decode(b: &[u8]) -> Option<Slot> {
+        let log_limit = b.get(LOG_LIMIT..SLOT_BYTES).and_then(|l| {
+            let limit = get_u64(l, 0)?;
+            (crc32fast::hash(&l[..8]) == get_u32(l, 8)?).then_some(limit)
+        });
         let b = b.get(..SLOT_LEN)?;
         if crc32fast::hash(&b[..CRC]) != get_u32(b, CRC)? {
             return None;
@@ -110,6 +132,7 @@ impl Slot {
             freelist_crc: get_u32(b, FREELIST_CRC)?,
             log_page: get_u64(b, LOG_PAGE)?,
             log_pages: get_u64(b, LOG_PAGES)?,
+            log_limit,
         })
     }
 }
@@ -133,9 +156,11 @@ mod tests {
             freelist_crc: 3,
             log_page: 11,
             log_pages: 256,
+            log_limit: None,
         };
         let b = s.encode();
         assert_eq!(Slot::decode(&b), Some(s));
+        assert_eq!(b[SLOT_LEN..], [0; SLOT_BYTES - SLOT_LEN], "no limit: zeros");
         for bit in 0..SLOT_LEN * 8 {
             let mut d = b;
             d[bit / 8] ^= 1 << (bit % 8);
@@ -145,5 +170,49 @@ mod tests {
         assert_eq!(Slot::decode(&b[..10]), None);
         const { assert!(SLOT_OFFSET + SLOT_LEN <= 1024, "fits the smallest page") };
         assert_eq!(SLOT_LEN, 76, "docs/design.md#commit-slot");
+        assert_eq!(SLOT_BYTES, 88, "docs/design.md#commit-slot");
+    }
+
+    #[test]
+    fn the_log_limit_is_read_when_it_verifies_and_never_decides_the_slot() {
+        let s = Slot {
+            txid: 9,
+            log_page: 2,
+            log_pages: 16,
+            log_limit: Some(64),
+            ..Slot::default()
+        };
+        let b = s.encode();
+        assert_eq!(Slot::decode(&b), Some(s));
+        // A recorded 0 (no growth) is a limit too, not the absence of one.
+        let zero = Slot {
+            log_limit: Some(0),
+            ..s
+        };
+        assert_eq!(Slot::decode(&zero.encode()), Some(zero));
+        // The checked part alone, as builds before the limit read and write it.
+        let without = Slot {
+            log_limit: None,
+            ..s
+        };
+        assert_eq!(Slot::decode(&b[..SLOT_LEN]), Some(without));
+        for bit in SLOT_LEN * 8..SLOT_BYTES * 8 {
+            let mut d = b;
+            d[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(Slot::decode(&d), Some(without), "bit {bit}");
+        }
+        // An older build's slot written over a newer one's keeps the limit after it.
+        let mut d = b;
+        d[..SLOT_LEN].copy_from_slice(
+            &Slot {
+                txid: 10,
+                ..without
+            }
+            .encode()[..SLOT_LEN],
+        );
+        assert_eq!(
+            Slot::decode(&d).map(|s| (s.txid, s.log_limit)),
+            Some((10, Some(64)))
+        );
     }
 }

@@ -182,6 +182,7 @@ fn slot(page_count: u64, root: ChildRef, txid: u64) -> Slot {
         freelist_crc: 0,
         log_page: 0,
         log_pages: 0,
+        log_limit: None,
     }
 }
 
