@@ -221,6 +221,110 @@ fn a_rename_that_meets_damage_changes_nothing() -> Result<(), Error> {
     Ok(())
 }
 
+/// A leaf's page and its keys.
+type Leaf = (u64, Vec<Vec<u8>>);
+
+/// The catalog's leaves, in key order.
+fn catalog_leaves(db: &Database, path: &Path) -> Result<Vec<Leaf>, Error> {
+    let catalog = match cairn_engine::inspect(path)?.slots {
+        [SlotInfo::Valid { catalog_page, .. }, _] => catalog_page,
+        other => panic!("{other:?}"),
+    };
+    let mut leaves = Vec::new();
+    for entry in db.page(catalog)?.entries {
+        let cairn_engine::PageEntry::Branch { child, .. } = entry else {
+            panic!("the catalog's root is not a branch");
+        };
+        let keys = db
+            .page(child)?
+            .entries
+            .into_iter()
+            .map(|e| match e {
+                cairn_engine::PageEntry::Leaf { key, .. } => key,
+                cairn_engine::PageEntry::Branch { .. } => panic!("the catalog is deeper"),
+            })
+            .collect();
+        leaves.push((child, keys));
+    }
+    Ok(leaves)
+}
+
+/// A rename whose record leaves its old place and then meets damage (the old place's leaf,
+/// left nearly empty, is merged with a damaged neighbour): the record is in neither place,
+/// so the transaction cannot commit (its commit returns the damage) and the file keeps the
+/// table under its old name. Without that guard the commit would write a catalog without
+/// the table: its entries gone, its pages leaked.
+#[test]
+fn a_rename_that_meets_damage_after_moving_its_record_cannot_commit() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("half.cairn");
+    let db = Database::create(&path)?;
+    let mut w = db.begin_write()?;
+    for n in 0u32..400 {
+        w.open_or_create_table(&format!("table_{n:04}"))?
+            .insert(b"k", &n.to_be_bytes())?;
+    }
+    w.commit()?;
+    db.close()?;
+    // Every table of the first leaf but its first goes; the full leaf after it does not
+    // fit beside it, so it stays whole.
+    let db = Database::open(&path)?;
+    let leaves = catalog_leaves(&db, &path)?;
+    let [(_, first), (second, _), ..] = &leaves[..] else {
+        panic!("the catalog has {} leaves", leaves.len());
+    };
+    let kept = String::from_utf8(first[0].clone()).unwrap_or_default();
+    let mut w = db.begin_write()?;
+    for key in &first[1..] {
+        w.drop_table(std::str::from_utf8(key).unwrap_or_default())?;
+    }
+    w.commit()?;
+    db.close()?;
+    let db = Database::open(&path)?;
+    let leaves = catalog_leaves(&db, &path)?;
+    assert_eq!(
+        leaves[0].1,
+        [kept.as_bytes()],
+        "the first leaf holds one table"
+    );
+    assert_eq!(leaves[1].0, *second, "the second leaf was not rewritten");
+    drop(db);
+    let mut bytes = std::fs::read(&path)?;
+    bytes[usize::try_from(second * 4096 + 100).unwrap_or(usize::MAX)] ^= 0x20;
+    std::fs::write(&path, bytes)?;
+
+    let db = Database::open(&path)?;
+    let mut w = db.begin_write()?;
+    // The catalog's root is this transaction's own page from here on, so that what the
+    // failed move did to it stays in the transaction.
+    w.create_table("zz_new")?;
+    let renamed = w.rename_table(&kept, &format!("{kept}_renamed"));
+    assert!(
+        matches!(renamed, Err(Error::Corruption { .. })),
+        "{renamed:?}"
+    );
+    let committed = w.commit();
+    assert!(
+        matches!(committed, Err(Error::Corruption { .. })),
+        "{committed:?}"
+    );
+    let r = db.begin_read()?;
+    assert_eq!(
+        r.open_table(&kept)?.get(b"k")?,
+        Some(&0u32.to_be_bytes()[..])
+    );
+    assert!(r.open_table("zz_new").is_err(), "nothing of it committed");
+    drop(r);
+    drop(db);
+    let db = Database::open(&path)?;
+    let r = db.begin_read()?;
+    assert_eq!(
+        r.open_table(&kept)?.get(b"k")?,
+        Some(&0u32.to_be_bytes()[..])
+    );
+    Ok(())
+}
+
 #[test]
 fn truncated_files_are_reported_as_truncated() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
