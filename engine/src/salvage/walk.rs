@@ -224,7 +224,7 @@ impl<'s> Walk<'s> {
         let snap = self.snap;
         let value = match value {
             ValueRef::Inline(v) => v,
-            ValueRef::Overflow(o) => match snap.overflow(o) {
+            ValueRef::Overflow(o) => match snap.overflow_checked(o) {
                 Ok(v) => v,
                 Err(e) => {
                     let keys = LostKeys::Value(key.to_vec());
