@@ -53,6 +53,9 @@ struct Tally {
     /// Second power cuts right after an opening that replayed (everything it wrote
     /// synced), or in the middle of it, whose file did not open at the same state.
     second_cut_wrong: usize,
+    /// Openings whose file did not record the commit log's size the life asked for at
+    /// creation (every slot records it since the forty-fourth session).
+    log_limit_wrong: usize,
 }
 
 fn contents(db: &Database) -> Result<State, Error> {
@@ -265,6 +268,12 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
             return Ok(());
         }
     };
+    // The log's size asked for at creation is the file's, whatever commit the cut left.
+    let log_limit = db.stats()?.log_limit_pages;
+    if log_limit != small_log.then_some(16) && !lie {
+        eprintln!("seed {seed}: the file records a log limit of {log_limit:?}");
+        tally.log_limit_wrong += 1;
+    }
     // Opening commits only to apply the commit log.
     let replayed = db.io_stats().commits > 0;
     tally.replayed += usize::from(replayed);
@@ -368,9 +377,10 @@ fn power_cuts_never_lose_acknowledged_commits_nor_mix_states() -> Result<(), Err
             tally.mixed,
             tally.failed_checks,
             tally.read_only_wrong,
-            tally.second_cut_wrong
+            tally.second_cut_wrong,
+            tally.log_limit_wrong
         ),
-        (0, 0, 0, 0, 0, 0),
+        (0, 0, 0, 0, 0, 0, 0),
         "{tally:?}"
     );
     assert!(tally.injected_errors > 0, "the test injected failures");
