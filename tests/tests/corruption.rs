@@ -164,61 +164,17 @@ fn a_damaged_magic_number_in_page_0_is_read_from_page_1s_copy() -> Result<(), Er
     Ok(())
 }
 
-/// A rename whose new name goes to a damaged page of the catalog: the damage is met while
-/// looking the name up, before the record moves, and nothing changes; the table keeps its
-/// old name through a commit. (Should it be met after the record left its old place, the
-/// transaction could not commit: the table would vanish.)
-#[test]
-fn a_rename_that_meets_damage_changes_nothing() -> Result<(), Error> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("rename.cairn");
-    let db = Database::create(&path)?;
+/// Makes a database at `path` with `n` tables, `table_0000` on, each holding key `k` (its
+/// number), and closes it.
+fn many_tables(path: &Path, n: u32) -> Result<(), Error> {
+    let db = Database::create(path)?;
     let mut w = db.begin_write()?;
-    for n in 0u32..600 {
+    for n in 0..n {
         w.open_or_create_table(&format!("table_{n:04}"))?
             .insert(b"k", &n.to_be_bytes())?;
     }
     w.commit()?;
-    db.close()?;
-    // The catalog's last leaf, where a name after every other goes.
-    let db = Database::builder().read_only(true).open(&path)?;
-    let catalog = match cairn_engine::inspect(&path)?.slots {
-        [SlotInfo::Valid { catalog_page, .. }, _] => catalog_page,
-        other => panic!("{other:?}"),
-    };
-    let last = db
-        .page(catalog)?
-        .entries
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            cairn_engine::PageEntry::Branch { child, .. } => Some(*child),
-            cairn_engine::PageEntry::Leaf { .. } => None,
-        })
-        .unwrap_or_else(|| panic!("the catalog's root is not a branch"));
-    drop(db);
-    let mut bytes = std::fs::read(&path)?;
-    bytes[usize::try_from(last * 4096 + 100).unwrap_or(usize::MAX)] ^= 0x20;
-    std::fs::write(&path, bytes)?;
-    let db = Database::open(&path)?;
-    let mut w = db.begin_write()?;
-    let renamed = w.rename_table("table_0000", "zz_renamed");
-    assert!(
-        matches!(renamed, Err(Error::Corruption { .. })),
-        "{renamed:?}"
-    );
-    w.open_table("table_0001")?.insert(b"later", b"change")?;
-    w.commit()?;
-    let r = db.begin_read()?;
-    assert_eq!(
-        r.open_table("table_0000")?.get(b"k")?,
-        Some(&0u32.to_be_bytes()[..])
-    );
-    assert_eq!(
-        r.open_table("table_0001")?.get(b"later")?,
-        Some(&b"change"[..])
-    );
-    Ok(())
+    db.close()
 }
 
 /// A leaf's page and its keys.
@@ -249,6 +205,45 @@ fn catalog_leaves(db: &Database, path: &Path) -> Result<Vec<Leaf>, Error> {
     Ok(leaves)
 }
 
+/// A rename whose new name goes to a damaged page of the catalog: the damage is met while
+/// looking the name up, before the record moves, and nothing changes; the table keeps its
+/// old name through a commit. (Should it be met after the record left its old place, the
+/// transaction could not commit: the table would vanish.)
+#[test]
+fn a_rename_that_meets_damage_changes_nothing() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("rename.cairn");
+    many_tables(&path, 600)?;
+    // The catalog's last leaf, where a name after every other goes.
+    let db = Database::builder().read_only(true).open(&path)?;
+    let Some(&(last, _)) = catalog_leaves(&db, &path)?.last() else {
+        panic!("the catalog has no leaves");
+    };
+    drop(db);
+    let mut bytes = std::fs::read(&path)?;
+    bytes[usize::try_from(last * 4096 + 100).unwrap_or(usize::MAX)] ^= 0x20;
+    std::fs::write(&path, bytes)?;
+    let db = Database::open(&path)?;
+    let mut w = db.begin_write()?;
+    let renamed = w.rename_table("table_0000", "zz_renamed");
+    assert!(
+        matches!(renamed, Err(Error::Corruption { .. })),
+        "{renamed:?}"
+    );
+    w.open_table("table_0001")?.insert(b"later", b"change")?;
+    w.commit()?;
+    let r = db.begin_read()?;
+    assert_eq!(
+        r.open_table("table_0000")?.get(b"k")?,
+        Some(&0u32.to_be_bytes()[..])
+    );
+    assert_eq!(
+        r.open_table("table_0001")?.get(b"later")?,
+        Some(&b"change"[..])
+    );
+    Ok(())
+}
+
 /// A rename whose record leaves its old place and then meets damage (the old place's leaf,
 /// left nearly empty, is merged with a damaged neighbour): the record is in neither place,
 /// so the transaction cannot commit (its commit returns the damage) and the file keeps the
@@ -258,14 +253,7 @@ fn catalog_leaves(db: &Database, path: &Path) -> Result<Vec<Leaf>, Error> {
 fn a_rename_that_meets_damage_after_moving_its_record_cannot_commit() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("half.cairn");
-    let db = Database::create(&path)?;
-    let mut w = db.begin_write()?;
-    for n in 0u32..400 {
-        w.open_or_create_table(&format!("table_{n:04}"))?
-            .insert(b"k", &n.to_be_bytes())?;
-    }
-    w.commit()?;
-    db.close()?;
+    many_tables(&path, 400)?;
     // Every table of the first leaf but its first goes; the full leaf after it does not
     // fit beside it, so it stays whole.
     let db = Database::open(&path)?;
