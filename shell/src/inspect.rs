@@ -47,9 +47,11 @@ pub fn stats(shell: &mut Shell, table: Option<&str>) -> Result<String, String> {
         ("commit log pages", s.log_pages.to_string()),
         (
             "commit log limit",
-            match s.log_limit_pages {
-                Some(pages) => format!("{pages} pages, as asked"),
-                None => "the default, 2 MiB".into(),
+            match (s.log_limit_pages, s.log_pages) {
+                (Some(pages), _) => format!("{pages} pages, as asked"),
+                // (In memory, or a file an earlier build made without one.)
+                (None, 0) => "none: no commit log".into(),
+                (None, _) => "the default, 2 MiB".into(),
             },
         ),
         ("free pages", s.free_pages.to_string()),

@@ -553,7 +553,22 @@ fn logsize_chooses_the_commit_log_of_a_new_file() {
         let o = cairn(&[path(&db)], puts.as_bytes());
         assert!(o.status.success(), "{}", text(&o.stderr));
         assert_eq!(log_pages(&db) != "16", grown, "{}", info(&db));
+        let stats = text(&cairn(&[path(&db), "-c", ".stats"], b"").stdout);
+        let limit = if grown {
+            "the default, 2 MiB"
+        } else {
+            "16 pages, as asked"
+        };
+        assert!(
+            stats.contains(&format!("commit log limit\t{limit}\n")),
+            "{stats}"
+        );
     }
+    let stats = text(&cairn(&["-c", ".stats"], b"").stdout);
+    assert!(
+        stats.contains("commit log limit\tnone: no commit log\n"),
+        "in memory: {stats}"
+    );
     // Over the engine's limit: the file is not created.
     let db = dir.path().join("huge-log.cairn");
     let o = cairn(&["-logsize", "100M", path(&db), "-c", "PUT 1 1"], b"");
