@@ -46,7 +46,7 @@ impl Database {
         let mut builder = Database::builder().page_size(self.page_size());
         let page_size = self.page_size() as u64;
         let slot = source.snapshot.slot;
-        let log_bytes = slot.log_pages * page_size;
+        let log_bytes = slot.log_pages.saturating_mul(page_size);
         if let Some(pages) = crate::recovery::recorded_log_limit(&slot, self.page_size()) {
             builder = builder.log_size(pages * page_size);
         } else if log_bytes > crate::recovery::DEFAULT_LOG_BYTES {
