@@ -558,6 +558,94 @@ mod tests {
         }
     }
 
+    /// Where `needle` is in `hay` (it must be there).
+    fn find(hay: &[u8], needle: &[u8]) -> usize {
+        hay.windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap_or_else(|| panic!("{needle:?} not found"))
+    }
+
+    /// A crafted file whose references all agree with their checksums but name one
+    /// overflow run twice: value `b`'s reference changed to value `a`'s run (with `b`'s
+    /// checksum), and every checksum above it made to match. The walk verifies the run as
+    /// `a`'s first; read against `b`'s checksum it fails, and `b` is reported lost instead
+    /// of handed over with `a`'s bytes (which a read that trusted the run's verified bit
+    /// did).
+    #[test]
+    fn an_overflow_run_two_references_name_is_read_against_each() -> Result<()> {
+        use crate::format::{LeafPage, Slot, TableMeta, ValueRef, checksum, put_u32};
+        use crate::storage::MemoryStorage;
+        let storage = Arc::new(MemoryStorage::new()?);
+        let db = crate::Database::builder().with_storage(storage.clone(), true, None)?;
+        let mut w = db.begin_write()?;
+        let mut t = w.open_or_create_table("alpha")?;
+        t.insert(b"a", &[1; 9000])?;
+        t.insert(b"b", &[2; 9000])?;
+        w.commit()?;
+        db.close()?;
+        let mut bytes = storage.to_vec();
+        let p = 4096;
+        let page = |bytes: &[u8], n: u64| bytes[n as usize * p..(n as usize + 1) * p].to_vec();
+        let slot = Slot::decode(&bytes[512..]).unwrap_or_else(|| panic!("no slot"));
+        // The catalog's root is a leaf naming alpha, whose root is a leaf of two values.
+        let catalog = page(&bytes, slot.catalog.page);
+        let ValueRef::Inline(record) = LeafPage::new(&catalog, slot.catalog.page)?.entry(0)?.1
+        else {
+            panic!("alpha's record is not inline");
+        };
+        let root = TableMeta::decode(record)
+            .and_then(|m| m.root)
+            .unwrap_or_else(|| panic!("alpha has no root"));
+        let leaf = page(&bytes, root.page);
+        let overflow = |i| match LeafPage::new(&leaf, root.page).and_then(|l| l.entry(i)) {
+            Ok((_, ValueRef::Overflow(o))) => o,
+            other => panic!("{other:?}"),
+        };
+        let (a, b) = (overflow(0), overflow(1));
+        // b's reference names a's run; then the leaf's, the catalog's and the slots'
+        // checksums follow.
+        let at = root.page as usize * p;
+        let mut reference = b.page.to_le_bytes().to_vec();
+        reference.extend_from_slice(&b.crc.to_le_bytes());
+        let r = at + find(&leaf, &reference);
+        bytes[r..r + 8].copy_from_slice(&a.page.to_le_bytes());
+        let leaf_crc = checksum(root.page, &page(&bytes, root.page));
+        let mut named = root.page.to_le_bytes().to_vec();
+        named.extend_from_slice(&root.crc.to_le_bytes());
+        let c = slot.catalog.page as usize * p + find(&catalog, &named) + 8;
+        put_u32(&mut bytes, c, leaf_crc);
+        let catalog_crc = checksum(slot.catalog.page, &page(&bytes, slot.catalog.page));
+        let mut crafted = slot;
+        crafted.catalog.crc = catalog_crc;
+        for at in [512, p + 512] {
+            let encoded = crafted.encode();
+            bytes[at..at + encoded.len()].copy_from_slice(&encoded);
+        }
+        let crafted_file = MemoryStorage::from_bytes(&bytes)?;
+        let mut values = Vec::new();
+        let report = salvage_storage(&crafted_file, &mut |s| {
+            if let Salvaged::Entry(k, v) = s {
+                values.push((k.to_vec(), v.to_vec()));
+            }
+            Ok(())
+        })?;
+        // (Each value by its key, first byte and length.)
+        let got: Vec<_> = values
+            .iter()
+            .map(|(k, v)| (&k[..], v.first(), v.len()))
+            .collect();
+        assert_eq!(got, [(&b"a"[..], Some(&1), 9000)]);
+        assert!(
+            report
+                .lost
+                .iter()
+                .any(|l| l.keys == LostKeys::Value(b"b".to_vec())),
+            "{:?}",
+            report.lost
+        );
+        Ok(())
+    }
+
     #[test]
     fn a_subtree_goes_home_to_the_one_table_whose_lost_range_holds_it() {
         // A branch of t lost whole, then a branch under it: the narrower range bounds the
