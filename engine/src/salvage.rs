@@ -621,6 +621,21 @@ mod tests {
             let encoded = crafted.encode();
             bytes[at..at + encoded.len()].copy_from_slice(&encoded);
         }
+        // `check()` reports the run as referenced twice (reads trust a run verified once:
+        // docs/design.md#reads-and-verification).
+        let opened = crate::Database::builder().with_storage(
+            Arc::new(MemoryStorage::from_bytes(&bytes)?),
+            false,
+            None,
+        )?;
+        let report = opened.check()?;
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.what.contains("referenced twice")),
+            "{report:?}"
+        );
         let crafted_file = MemoryStorage::from_bytes(&bytes)?;
         let mut values = Vec::new();
         let report = salvage_storage(&crafted_file, &mut |s| {
