@@ -287,6 +287,35 @@ impl Checker<'_> {
     }
 }
 
+impl Checker<'_> {
+    /// Claims the commit log and every page of the trees, checking each.
+    fn log_and_trees(&mut self) {
+        let s = self.snap.slot;
+        if s.log_page != 0 {
+            self.claim(s.log_page, s.log_pages, "commit log");
+        }
+        if s.catalog.page != 0 {
+            self.tree(s.catalog, None, None, true, 0);
+        }
+    }
+}
+
+/// The pages `snap`'s trees and commit log use, each checked as [`check`] checks it; the
+/// first problem found instead, if any. (The header's copies and the freelist are not
+/// read: recovery asks this of a commit whose free set is every other page.)
+pub(crate) fn used_pages(snap: &Snapshot) -> Result<HashSet<u64>, Problem> {
+    let mut c = Checker {
+        snap,
+        used: HashSet::new(),
+        report: CheckReport::default(),
+    };
+    c.log_and_trees();
+    match c.report.problems.into_iter().next() {
+        Some(problem) => Err(problem),
+        None => Ok(c.used),
+    }
+}
+
 /// Checks every page of `snap`.
 pub(crate) fn check(snap: &Snapshot) -> CheckReport {
     let mut c = Checker {
@@ -296,15 +325,9 @@ pub(crate) fn check(snap: &Snapshot) -> CheckReport {
     };
     c.headers();
     c.freelist();
-    let s = snap.slot;
-    if s.log_page != 0 {
-        c.claim(s.log_page, s.log_pages, "commit log");
-    }
-    if snap.slot.catalog.page != 0 {
-        c.tree(snap.slot.catalog, None, None, true, 0);
-    }
-    // (A logged commit's free set is in the writer's memory: every page no tree uses
-    // counts as free.)
+    c.log_and_trees();
+    // (A free set in the writer's memory, of a logged commit or an unlogged Eventual one:
+    // every page no tree uses counts as free.)
     let free_recorded = snap.slot.records_freelist();
     for page in FIRST_DATA_PAGE..snap.slot.page_count {
         if free_recorded && !c.used.contains(&page) {

@@ -253,7 +253,8 @@ impl WriteTxn {
         // 3. The old freelist run is freed. A logged commit writes no freelist: its free
         //    set stays in memory, and recovery replays the log from the durable commit,
         //    whose freelist is intact (its pages wait for a sync like any of its pages).
-        //    Any other commit encodes its free set into a run it takes from it.
+        //    Nor does an unlogged Eventual one (below). Any other commit encodes its free
+        //    set into a run it takes from it.
         for page in self.base.slot.freelist_run(page_size) {
             self.freelist.free(page, txid);
         }
@@ -291,8 +292,15 @@ impl WriteTxn {
         debug_assert!(new_log.is_none() || durable, "the log moves only at a sync");
         let (log_page, log_pages) = new_log.unwrap_or((ws.log.page, ws.log.pages));
         let log = log_pages * p;
+        // An Eventual commit that does not log (its cycle is full, say) leaves its free set
+        // implied: every page its trees and the log do not use, which recovery finds by
+        // walking them if it opens this commit. After the first such commit, every commit
+        // until the next sync is one, and encoding the free set each time cost them in
+        // proportion to it (docs/design.md#freelist).
         let (freelist_page, freelist_crc, freelist_bytes) = if logged {
             (Slot::FREELIST_IN_MEMORY, 0, 0)
+        } else if !durable && !self.compacting {
+            (Slot::FREELIST_IN_MEMORY, 0, Slot::NOT_LOGGED)
         } else {
             let (page, encoded) = encode_free_set(&mut self.freelist, txid, p);
             let crc = checksum(page, &encoded);

@@ -21,11 +21,16 @@ pub enum SlotInfo {
         page_count: u64,
         /// The root page of the catalog (the tree of tables).
         catalog_page: u64,
-        /// The freelist's first page (0: no free pages); `None` for a commit the commit
-        /// log holds, whose free set was only in the writer's memory.
+        /// The freelist's first page (0: no free pages); `None` for a commit whose free
+        /// set was only in the writer's memory (see `logged`).
         freelist_page: Option<u64>,
-        /// How many pages the freelist's run takes.
+        /// How many bytes the freelist's run takes (0 when it is not written).
         freelist_len: u64,
+        /// Whether the commit log holds the commit (its free set was in the writer's
+        /// memory; opening goes back to the durable commit and replays the log). False
+        /// for a commit that names its freelist, and for an Eventual commit that neither
+        /// logged nor wrote it: its free set is every page its trees do not use.
+        logged: bool,
         /// The commit log's first page (0: the file has none).
         log_page: u64,
         /// The commit log's length in pages.
@@ -88,7 +93,12 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
                 page_count: s.page_count,
                 catalog_page: s.catalog.page,
                 freelist_page: s.records_freelist().then_some(s.freelist_page),
-                freelist_len: s.freelist_len,
+                freelist_len: if s.records_freelist() {
+                    s.freelist_len
+                } else {
+                    0
+                },
+                logged: s.logged(),
                 log_page: s.log_page,
                 log_pages: s.log_pages,
                 log_limit: crate::recovery::recorded_log_limit(&s, header.page_size as usize),

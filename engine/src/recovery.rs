@@ -261,7 +261,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
     let mut shortest_needed = None;
     let mut rejected = Vec::new();
     for (slot, i) in slots {
-        if writable && !slot.records_freelist() {
+        if writable && slot.logged() {
             // A logged commit: its free set was only in the writer's memory. The durable
             // commit in the other slot and the log's records after it rebuild it.
             reasons[i] = format!(
@@ -284,7 +284,10 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
         );
         let accepted = check_log_run(&slot, page_size)
             .and_then(|()| verify_commit(&snapshot))
-            .and_then(|free| freelist(&snapshot, free))
+            .and_then(|free| match writable && slot.free_set_implied() {
+                true => implied_freelist(&snapshot),
+                false => freelist(&snapshot, free),
+            })
             .and_then(|freelist| {
                 let legacy = header.version < LOG_UNITS_VERSION;
                 let tail = log_tail(storage, &slot, page_size, legacy, newest)?;
@@ -359,9 +362,9 @@ pub(crate) fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
         ))
     };
     if slot.log_page == 0 {
-        return match (slot.log_pages, slot.records_freelist()) {
-            (0, true) => Ok(()),
-            (0, false) => Err(Error::corrupt(0, "a logged commit in a file without a log")),
+        return match (slot.log_pages, slot.logged()) {
+            (0, false) => Ok(()),
+            (0, true) => Err(Error::corrupt(0, "a logged commit in a file without a log")),
             _ => bad("at page 0"),
         };
     }
@@ -395,6 +398,20 @@ fn verify_commit(snap: &Snapshot) -> Result<Vec<FreeRun>> {
         Ok(())
     })?;
     Ok(entries)
+}
+
+/// The allocator state of a freshly opened file at a commit whose free set is implied
+/// ([`Slot::free_set_implied`]): every page its trees and commit log do not use, found by
+/// walking them, each page verified on the way (a page that does not verify, or is used
+/// twice, refuses the commit, and recovery goes back to the durable one). The walk reads
+/// the whole tree: it is taken only when a writer stopped without a sync after such a
+/// commit.
+fn implied_freelist(snap: &Snapshot) -> Result<FreeList> {
+    let used = crate::check::used_pages(snap).map_err(|p| Error::corrupt(p.page, p.what))?;
+    let mut f = FreeList::with_pages(snap.slot.page_count);
+    f.free
+        .extend((FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)));
+    Ok(f)
 }
 
 /// The allocator state of a freshly opened file: every listed page is free, since no

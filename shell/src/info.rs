@@ -27,10 +27,14 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
                 log_page,
                 log_pages,
                 log_limit,
+                logged,
             } => {
-                let freelist = match freelist_page {
-                    Some(page) => format!("freelist page {page} ({freelist_len} bytes)"),
-                    None => "freelist in the writer's memory (a logged commit)".to_owned(),
+                let freelist = match (freelist_page, logged) {
+                    (Some(page), _) => format!("freelist page {page} ({freelist_len} bytes)"),
+                    (None, true) => "freelist in the writer's memory (a logged commit)".to_owned(),
+                    (None, false) => "freelist in the writer's memory (an unlogged Eventual \
+                                      commit: every page its trees do not use is free)"
+                        .to_owned(),
                 };
                 let limit = match log_limit {
                     Some(pages) => format!(" (at most {pages}, as asked)"),

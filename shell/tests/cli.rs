@@ -892,6 +892,35 @@ fn info_shows_the_header_and_both_slots_without_opening() {
 }
 
 #[test]
+fn info_names_an_unlogged_eventual_commit() -> Result<(), Box<dyn std::error::Error>> {
+    use cairn_engine::{Database, Durability};
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("eventual.cairn");
+    // Without a log, an Eventual commit neither logs nor writes its free set; the handle is
+    // forgotten, as a killed process leaves it (no background sync, no close).
+    let db = Database::builder()
+        .log_size(0)
+        .eventual_sync(None)
+        .create(&file)?;
+    for i in 0u32..3 {
+        let mut w = db.begin_write()?;
+        w.set_durability(Durability::Eventual);
+        w.open_or_create_table("t")?
+            .insert(&i.to_be_bytes(), b"v")?;
+        w.commit()?;
+    }
+    std::mem::forget(db);
+    let o = cairn(&["info", path(&file)], b"");
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        out.contains("(an unlogged Eventual commit: every page its trees do not use is free)"),
+        "{out}"
+    );
+    Ok(())
+}
+
+#[test]
 fn compact_writes_a_smaller_equal_copy() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (src, dst) = (dir.path().join("src.cairn"), dir.path().join("dst.cairn"));

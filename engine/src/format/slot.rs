@@ -40,7 +40,8 @@ pub(crate) struct Slot {
     /// The catalog tree's root (page 0: no tables).
     pub catalog: ChildRef,
     /// The freelist's first page (0: none; [`Slot::FREELIST_IN_MEMORY`]: not written),
-    /// its length in bytes, and its checksum.
+    /// its length in bytes ([`Slot::NOT_LOGGED`] for an unwritten one: see
+    /// [`Slot::free_set_implied`]), and its checksum.
     pub freelist_page: u64,
     pub freelist_len: u64,
     pub freelist_crc: u32,
@@ -60,6 +61,10 @@ impl Slot {
     /// not know the mark finds the freelist outside the file and does the same.
     pub const FREELIST_IN_MEMORY: u64 = u64::MAX;
 
+    /// `freelist_len` beside [`Slot::FREELIST_IN_MEMORY`] for an Eventual commit that
+    /// neither logged nor wrote its free set (0 for a logged one).
+    pub const NOT_LOGGED: u64 = u64::MAX;
+
     /// Commit ids stay below 2^60 (at a million commits a second, 36,000 years): the
     /// locks that pin snapshots for other processes sit at `2^61 + txid`, below the
     /// writer's byte at 2^62, for every id up to twice this (docs/design.md#readers-in-
@@ -74,6 +79,21 @@ impl Slot {
     /// Whether the slot names its freelist (or has none to name).
     pub fn records_freelist(&self) -> bool {
         self.freelist_page != Self::FREELIST_IN_MEMORY
+    }
+
+    /// Whether the commit log holds the commit: its free set was in the writer's memory,
+    /// and recovery goes back to the durable commit and replays the log.
+    pub fn logged(&self) -> bool {
+        !self.records_freelist() && self.freelist_len != Self::NOT_LOGGED
+    }
+
+    /// Whether the commit is an Eventual one that neither logged nor wrote its free set
+    /// (rewriting it cost each such commit time in proportion to the free set): every
+    /// page its trees and the commit log do not use is free, and recovery that opens it
+    /// walks its trees to find them (docs/design.md#freelist). A build that does not know
+    /// the mark takes it for a logged commit, and goes back to the durable one.
+    pub fn free_set_implied(&self) -> bool {
+        !self.records_freelist() && self.freelist_len == Self::NOT_LOGGED
     }
 
     /// The pages the freelist takes (none when it is not written).

@@ -97,12 +97,13 @@ pub(crate) fn log_tail(
     let mut out = Vec::new();
     let units = log_len / unit;
     let (mut at, mut base, mut next) = (0u64, None, None);
-    // A commit that wrote its free set after its durable one was not logged, and no record
+    // A commit after its durable one that wrote its free set or left it implied was not
+    // logged, and no record
     // follows it in that cycle (an unlogged commit leaves a gap until the next sync), or it
     // applied the log's records on opening: only a new cycle after it can follow. (Builds
     // before the thirty-ninth session gave the latter the first record's id, and a file a
     // crash left then would otherwise have the records after it applied a second time.)
-    let cycle_closed = slot.records_freelist() && slot.durable_txid < slot.txid;
+    let cycle_closed = !slot.logged() && slot.durable_txid < slot.txid;
     while at < units {
         let offset = slot.log_page * p + at * unit;
         let head = window.from(at * unit, unit)?;
