@@ -37,10 +37,10 @@ use record::Record;
 pub(crate) use spill::MIN_BUDGET_PAGES;
 
 /// How many freed pages may wait for a sync before an Eventual commit syncs anyway. A fixed
-/// number, not a share of the file: every waiting page is listed in the freelist that each
-/// commit rewrites, and waiting pages cannot be reused, so a bound growing with the file
-/// let a large file's Eventual single-put commits write a freelist of many pages each, and
-/// grow the file, until they cost more than durable ones.
+/// number, not a share of the file: waiting pages cannot be reused, so a bound growing with
+/// the file let a large file's Eventual single-put commits grow the file (and, until the
+/// forty-fifth session, when each unlogged one rewrote the freelist, write a freelist of
+/// many pages each) until they cost more than durable ones.
 const MAX_WAITING_PAGES: u64 = 1024;
 
 /// The same bound for a logged commit, in pages per page of the commit log (2 MiB of log:
