@@ -574,4 +574,10 @@ impl Database {
     pub fn is_read_only(&self) -> bool {
         self.inner.read_only
     }
+
+    /// The durability write transactions and batches get unless they set their own
+    /// ([`Builder::durability`]).
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
+    }
 }

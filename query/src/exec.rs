@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cairn_engine::{
-    Batch, Database, Range, ReadTxn, Savepoint, Table, TableInfo, TableMut, WriteTxn, prefix_end,
+    Batch, Database, Durability, Range, ReadTxn, Savepoint, Table, TableInfo, TableMut, WriteTxn,
+    prefix_end,
 };
 
 use crate::ast::{KeyRange, Literal, LiteralBytes, Statement};
@@ -253,6 +254,7 @@ fn cannot_write(db: &Database) -> ExecError {
 fn in_write_txn<T>(
     db: &Database,
     txn: &mut Option<Txn>,
+    durability: Durability,
     f: impl FnOnce(&mut WriteTxn) -> cairn_engine::Result<T>,
 ) -> Result<T> {
     match txn {
@@ -260,6 +262,7 @@ fn in_write_txn<T>(
         Some(Txn::Read(_)) => Err(cannot_write(db)),
         None => {
             let mut txn = db.begin_write()?;
+            txn.set_durability(durability);
             let out = f(&mut txn)?;
             txn.commit()?;
             Ok(out)
@@ -284,6 +287,9 @@ pub struct Session {
     /// The open write transaction's renames, `(from, to)`, oldest first: undoing one takes
     /// the session's table back to its old name when it followed it.
     renames: Vec<(String, String)>,
+    /// The durability of the transactions the session begins and of its statements'
+    /// own commits.
+    durability: Durability,
 }
 
 impl Session {
@@ -301,14 +307,29 @@ impl Session {
             }
         }
         Ok(Session {
-            db,
             table: DEFAULT_TABLE.to_owned(),
             txn: None,
             interrupt: Arc::default(),
             params: Params::new(),
             savepoints: Vec::new(),
             renames: Vec::new(),
+            durability: db.durability(),
+            db,
         })
+    }
+
+    /// The durability of the transactions the session begins from now on (`BEGIN`, and
+    /// each statement outside one, which commits on its own): `Eventual` commits are
+    /// atomic and visible at once, and durable at the next sync ([`Database::sync`], the
+    /// background one, or close). A transaction already open keeps the durability it began
+    /// with. By default, the database's ([`Database::durability`]).
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
+    /// The durability of the transactions the session begins.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// Binds parameter `name` (written `:name` in statements; given here with or without
@@ -461,7 +482,7 @@ impl Session {
                 let keys = RangeKeys::of(range, params)?;
                 let bounds = keys.bounds();
                 let table = &self.table;
-                let count = in_write_txn(&self.db, &mut self.txn, |txn| {
+                let count = in_write_txn(&self.db, &mut self.txn, self.durability, |txn| {
                     let mut t = txn.open_table(table)?;
                     match bounds {
                         Some(b) => t.remove_range::<[u8], _>(b),
@@ -515,7 +536,9 @@ impl Session {
                     self.txn = Some(Txn::Read(self.db.begin_read()?));
                     return Ok(Outcome::BeganRead);
                 }
-                self.txn = Some(Txn::Write(self.db.begin_write()?));
+                let mut txn = self.db.begin_write()?;
+                txn.set_durability(self.durability);
+                self.txn = Some(Txn::Write(txn));
                 Ok(Outcome::Began)
             }
             Statement::Commit => {
@@ -662,7 +685,7 @@ impl Session {
         &mut self,
         f: impl FnOnce(&mut WriteTxn) -> cairn_engine::Result<T>,
     ) -> Result<T> {
-        in_write_txn(&self.db, &mut self.txn, f)
+        in_write_txn(&self.db, &mut self.txn, self.durability, f)
     }
 
     /// Stores `value` under `key` in the current table, or (`None`) removes `key`; returns
@@ -670,7 +693,13 @@ impl Session {
     /// own through the engine's group commit (so that sessions on several threads share
     /// syncs).
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<bool> {
-        let Session { db, table, txn, .. } = self;
+        let Session {
+            db,
+            table,
+            txn,
+            durability,
+            ..
+        } = self;
         match txn {
             Some(Txn::Write(txn)) => {
                 let mut t = txn.open_table(table)?;
@@ -683,6 +712,7 @@ impl Session {
             None => {}
         }
         let mut b = Batch::new();
+        b.set_durability(*durability);
         match value {
             Some(v) => b.put(table, key, v),
             None => b.delete(table, key),
@@ -912,6 +942,60 @@ mod tests {
             run(&mut s, "RELEASE a"),
             Err(ExecError::NoSuchSavepoint(_))
         ));
+        Ok(())
+    }
+
+    /// The keys of the default table in the bytes a power cut now would leave (those
+    /// synced, and the commit log's durable records), as a database opened on them reads.
+    fn durable_keys(storage: &cairn_engine::storage::FaultyStorage) -> Result<Vec<Vec<u8>>> {
+        let image = std::sync::Arc::new(
+            cairn_engine::storage::MemoryStorage::from_bytes(&storage.durable_image())
+                .map_err(cairn_engine::Error::from)?,
+        );
+        let db = Database::builder().with_storage(image, true, None)?;
+        let read = db.begin_read()?;
+        let keys = read
+            .open_table(crate::DEFAULT_TABLE)?
+            .iter()?
+            .map(|e| e.map(|(k, _)| k.to_vec()))
+            .collect::<cairn_engine::Result<_>>()?;
+        Ok(keys)
+    }
+
+    /// A session's durability reaches every commit it makes: a statement's own (through
+    /// the group commit), `BEGIN ... COMMIT`'s, `DELETE RANGE`'s; an Eventual one is
+    /// durable only once a later Immediate commit (or a sync) makes it so.
+    #[test]
+    fn the_sessions_durability_reaches_each_of_its_commits() -> Result<()> {
+        let storage =
+            cairn_engine::storage::FaultyStorage::new(3).map_err(cairn_engine::Error::from)?;
+        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        let mut s = Session::new(db)?;
+        let run = |s: &mut Session, src: &str| s.execute(&statement(src));
+        assert_eq!(s.durability(), Durability::Immediate, "the database's");
+        run(&mut s, "PUT 'a' 1")?;
+        assert_eq!(durable_keys(&storage)?, [b"a".to_vec()]);
+        s.set_durability(Durability::Eventual);
+        run(&mut s, "PUT 'b' 1")?;
+        for stmt in ["BEGIN", "PUT 'c' 1", "COMMIT", "DELETE RANGE 'a' 'b'"] {
+            run(&mut s, stmt)?;
+        }
+        assert_eq!(
+            durable_keys(&storage)?,
+            [b"a".to_vec()],
+            "none of them durable"
+        );
+        // An Immediate commit makes them durable with its own.
+        s.set_durability(Durability::Immediate);
+        run(&mut s, "PUT 'd' 1")?;
+        let keys = ["b", "c", "d"].map(|k| k.as_bytes().to_vec());
+        assert_eq!(durable_keys(&storage)?, keys);
+        // A transaction keeps the durability it began with.
+        run(&mut s, "BEGIN")?;
+        s.set_durability(Durability::Eventual);
+        run(&mut s, "PUT 'e' 1")?;
+        run(&mut s, "COMMIT")?;
+        assert_eq!(durable_keys(&storage)?.len(), 4);
         Ok(())
     }
 }

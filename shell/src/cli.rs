@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use cairn_engine::Durability;
+
 use crate::render::Mode;
 
 /// Printed by `--help`.
@@ -36,6 +38,11 @@ Options:
                         every durable commit syncs it), which the file keeps for later
                         openings: a smaller log makes a smaller file and slower durable
                         commits
+  -durability D         immediate (the default: a commit returns once it is on stable
+                        storage) or eventual (a commit is atomic and visible at once,
+                        and durable at the next sync: .sync, the background one within
+                        seconds, or the end of the session; a crash may lose the last
+                        ones, never part of one)
   -param NAME VALUE     bind the parameter :NAME to VALUE, a literal ('text', x'00ff',
                         42) as .param set takes it (may be repeated)
   -mode MODE            output mode: table, plain, csv, json or line
@@ -71,12 +78,23 @@ pub struct Options {
     pub txn_memory: Option<usize>,
     /// `Builder::log_size`, when given.
     pub log_size: Option<u64>,
+    /// `Builder::durability`, when given.
+    pub durability: Option<Durability>,
     pub mode: Option<Mode>,
     pub headers: Option<bool>,
     /// `-param NAME VALUE`, in order: names and values as given.
     pub params: Vec<(String, String)>,
     pub help: bool,
     pub version: bool,
+}
+
+/// `immediate` or `eventual`, in any case.
+pub fn parse_durability(text: &str) -> Option<Durability> {
+    match text.to_ascii_lowercase().as_str() {
+        "immediate" => Some(Durability::Immediate),
+        "eventual" => Some(Durability::Eventual),
+        _ => None,
+    }
 }
 
 /// Parses the arguments after the program name.
@@ -108,6 +126,13 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 let size = value(arg)?;
                 let bytes = parse_size(&size).ok_or_else(|| format!("bad size {size:?}"))?;
                 o.log_size = Some(bytes as u64);
+            }
+            Some("durability") => {
+                let d = value(arg)?;
+                o.durability =
+                    Some(parse_durability(&d).ok_or_else(|| {
+                        format!("unknown durability {d:?}: immediate or eventual")
+                    })?);
             }
             Some("param" | "parameter") => {
                 let name = value(arg)?;

@@ -30,6 +30,10 @@ Dot-commands, each on a line of its own:
 .check                check every page of the database; fails if it finds a problem
 .compact              move the data to the start of the file and give back the rest
 .dump [TABLE]         print a script that rebuilds the database (or one table)
+.durability [D]       the durability of the transactions begun from now on, or,
+                      with D, set it: immediate (a commit returns once it is on
+                      stable storage) or eventual (a commit is durable at the next
+                      sync: .sync, the background one within seconds, or the end)
 .echo on|off          print each line of input before running it, or not
 .exit, .quit          leave the shell
 .export FILE [TABLE]  write the rows of TABLE (or the current one) to FILE as CSV
@@ -59,6 +63,7 @@ Dot-commands, each on a line of its own:
 .read FILE            run the statements and commands in FILE
 .show                 the settings: modes, output, database, table, transaction
 .stats [TABLE]        statistics of the database file, or of one table
+.sync                 make every commit so far durable (Eventual ones)
 .tables               list the tables with their entry counts
 .timer on|off         print real, user and system time after each statement
 
@@ -111,12 +116,13 @@ fn help_on(topic: &str) -> Option<String> {
 const MAX_READ_DEPTH: usize = 16;
 
 /// The dot-commands, for completion.
-pub const COMMANDS: [&str; 27] = [
+pub const COMMANDS: [&str; 29] = [
     ".backup",
     ".bail",
     ".changes",
     ".check",
     ".dump",
+    ".durability",
     ".echo",
     ".exit",
     ".export",
@@ -133,6 +139,7 @@ pub const COMMANDS: [&str; 27] = [
     ".read",
     ".show",
     ".stats",
+    ".sync",
     ".tables",
     ".timer",
     ".compact",
@@ -294,6 +301,30 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             shell.settings.echo = on_off(args.first().copied()).ok_or("usage: .echo on|off")?;
             Ok(String::new())
         }),
+        ".durability" if args.is_empty() => {
+            Ok(durability_name(shell.session.durability()).to_owned())
+        }
+        ".durability" => arity(1..=1, ".durability [immediate|eventual]").and_then(|()| {
+            let d = crate::cli::parse_durability(args[0])
+                .ok_or("usage: .durability [immediate|eventual]")?;
+            // (A database `.open` opens later gets it too.)
+            shell.session.set_durability(d);
+            shell.settings.tuning.durability = Some(d);
+            Ok(String::new())
+        }),
+        ".sync" => arity(0..=0, ".sync").and_then(|()| {
+            if shell.session.in_transaction() && !shell.session.in_read_transaction() {
+                return Err(
+                    "cannot sync inside BEGIN ... COMMIT: commit or roll back first".into(),
+                );
+            }
+            shell
+                .session
+                .database()
+                .sync()
+                .map(|()| String::new())
+                .map_err(|e| format!("sync failed: {e}"))
+        }),
         ".show" => arity(0..=0, ".show").and_then(|()| show(shell)),
         ".tables" => {
             arity(0..=0, ".tables").and_then(|()| tables(shell).map_err(|e| e.to_string()))
@@ -368,6 +399,14 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
     Ok(Flow::Continue)
 }
 
+/// How `.durability` and `.show` name a durability.
+fn durability_name(d: cairn_engine::Durability) -> &'static str {
+    match d {
+        cairn_engine::Durability::Immediate => "immediate",
+        cairn_engine::Durability::Eventual => "eventual",
+    }
+}
+
 /// `.show`: the settings and the state of the session, a `name: value` line each.
 fn show(shell: &mut Shell) -> Result<String, String> {
     let on = |b: bool| if b { "on" } else { "off" };
@@ -404,6 +443,10 @@ fn show(shell: &mut Shell) -> Result<String, String> {
         ("database", format!("{}{access}", shell.label)),
         ("table", session.table().to_owned()),
         ("transaction", transaction),
+        (
+            "durability",
+            durability_name(session.durability()).to_owned(),
+        ),
         ("parameters", session.params().count().to_string()),
     ];
     // One fixed form, as sqlite3's `.show`, whatever the output mode: the settings are not

@@ -104,6 +104,7 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
     let tuning = Tuning {
         txn_memory: options.txn_memory,
         log_size: options.log_size,
+        durability: options.durability,
     };
     let opened = match shell::open_session(options.file.as_deref(), access, tuning) {
         Ok(opened) => opened,

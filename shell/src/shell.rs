@@ -95,6 +95,8 @@ pub struct Tuning {
     pub txn_memory: Option<usize>,
     /// `Builder::log_size` (`-logsize`).
     pub log_size: Option<u64>,
+    /// `Builder::durability` (`-durability`).
+    pub durability: Option<cairn_engine::Durability>,
 }
 
 /// How the shell opens a database file.
@@ -135,6 +137,9 @@ pub fn open_session(file: Option<&Path>, access: Access, tuning: Tuning) -> anyh
     }
     if let Some(bytes) = tuning.log_size {
         builder = builder.log_size(bytes);
+    }
+    if let Some(d) = tuning.durability {
+        builder = builder.durability(d);
     }
     let Some(path) = file else {
         return Ok(Opened {
