@@ -301,18 +301,18 @@ impl Checker<'_> {
 }
 
 /// The pages `snap`'s trees and commit log use, each checked as [`check`] checks it; the
-/// first problem found instead, if any. (The header's copies and the freelist are not
+/// problems found instead, if any. (The header's copies and the freelist are not
 /// read: recovery asks this of a commit whose free set is every other page.)
-pub(crate) fn used_pages(snap: &Snapshot) -> Result<HashSet<u64>, Problem> {
+pub(crate) fn used_pages(snap: &Snapshot) -> Result<HashSet<u64>, Vec<Problem>> {
     let mut c = Checker {
         snap,
         used: HashSet::new(),
         report: CheckReport::default(),
     };
     c.log_and_trees();
-    match c.report.problems.into_iter().next() {
-        Some(problem) => Err(problem),
-        None => Ok(c.used),
+    match c.report.problems.is_empty() {
+        true => Ok(c.used),
+        false => Err(c.report.problems),
     }
 }
 

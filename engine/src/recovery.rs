@@ -285,7 +285,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
         let accepted = check_log_run(&slot, page_size)
             .and_then(|()| verify_commit(&snapshot))
             .and_then(|free| match writable && slot.free_set_implied() {
-                true => implied_freelist(&snapshot),
+                true => Ok(implied_freelist(&snapshot)),
                 false => freelist(&snapshot, free),
             })
             .and_then(|freelist| {
@@ -402,16 +402,21 @@ fn verify_commit(snap: &Snapshot) -> Result<Vec<FreeRun>> {
 
 /// The allocator state of a freshly opened file at a commit whose free set is implied
 /// ([`Slot::free_set_implied`]): every page its trees and commit log do not use, found by
-/// walking them, each page verified on the way (a page that does not verify, or is used
-/// twice, refuses the commit, and recovery goes back to the durable one). The walk reads
-/// the whole tree: it is taken only when a writer stopped without a sync after such a
-/// commit.
-fn implied_freelist(snap: &Snapshot) -> Result<FreeList> {
-    let used = crate::check::used_pages(snap).map_err(|p| Error::corrupt(p.page, p.what))?;
+/// walking them, each page verified on the way. The walk reads the whole tree: it is
+/// taken only when a writer stopped without a sync after such a commit.
+///
+/// Its pages since the durable commit verified already, so a problem the walk meets is
+/// damage to older pages, which the durable commit holds too: going back to it would only
+/// lose the later commits. The commit opens then with no page free (the pages a damaged
+/// branch hides may be in use), so that nothing is overwritten; reads and `check` report
+/// the damage, and `check` the pages nothing uses.
+fn implied_freelist(snap: &Snapshot) -> FreeList {
     let mut f = FreeList::with_pages(snap.slot.page_count);
-    f.free
-        .extend((FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)));
-    Ok(f)
+    if let Ok(used) = crate::check::used_pages(snap) {
+        f.free
+            .extend((FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)));
+    }
+    f
 }
 
 /// The allocator state of a freshly opened file: every listed page is free, since no

@@ -199,3 +199,99 @@ fn a_power_cut_after_unlogged_eventual_commits_reopens_at_a_whole_commit_after_t
     }
     Ok(())
 }
+
+#[test]
+fn damage_to_an_older_branch_keeps_the_unlogged_commits_and_frees_nothing_under_it()
+-> Result<(), Box<dyn std::error::Error>> {
+    let (storage, db) = on_faulty_store_with(2, 1024, Some(16 << 10), None, None)?;
+    // A durable load (four levels), a durable commit after it, then Eventual commits that
+    // change only the first keys: the branches of the last keys stay the load's, and
+    // opening verifies none of them below the second level.
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    for i in 0u32..30_000 {
+        w.open_table("t")?.insert(&i.to_be_bytes(), &[1; 60])?;
+    }
+    w.commit()?;
+    let load = db.begin_read()?.txid();
+    let mut w = db.begin_write()?;
+    w.open_table("t")?.insert(&0u32.to_be_bytes(), &[5; 60])?;
+    w.commit()?;
+    for i in 0u32..60 {
+        let mut w = db.begin_write()?;
+        w.set_durability(Durability::Eventual);
+        let mut t = w.open_table("t")?;
+        t.insert(&(i % 300).to_be_bytes(), &[2; 60])?;
+        t.remove(&((i * 7) % 300).to_be_bytes())?;
+        w.commit()?;
+    }
+    let txid = db.begin_read()?.txid();
+    let expected = entries(&db, "t")?;
+    let mut image = storage.live_image();
+    drop(db);
+    assert_eq!(newest_slot(&image)?, (txid, false, false));
+    // The branch above the leaf of the last key, as the load wrote it, and its leaves.
+    let ro = open_image(&image, true)?;
+    let last = 29_999u32.to_be_bytes();
+    let leaf_of_last = |dump: &cairn_engine::PageDump| {
+        dump.entries
+            .iter()
+            .any(|e| matches!(e, cairn_engine::PageEntry::Leaf { key, .. } if key[..] == last[..]))
+    };
+    let mut damaged = None;
+    for info in ro.pages()?.iter().filter(|i| i.kind == "branch") {
+        let dump = ro.page(info.page)?;
+        let children: Vec<u64> = dump
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                cairn_engine::PageEntry::Branch { child, .. } => Some(*child),
+                _ => None,
+            })
+            .collect();
+        let leaves = children
+            .iter()
+            .map(|&c| ro.page(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        if leaves.iter().any(leaf_of_last) {
+            assert_eq!(dump.txid, load, "the load's branch");
+            damaged = Some((info.page, leaves));
+        }
+    }
+    let (page, leaves) = damaged.ok_or("no branch above the last key")?;
+    drop(ro);
+    image[page as usize * 1024 + 300] ^= 0x10;
+    // The newest commit opens all the same (going back would lose the later commits and
+    // not the damage), with no page free, so that the writes after it take new pages and
+    // the leaves under the damaged branch stay as they were.
+    let reopened = open_image(&image, false)?;
+    assert_eq!(reopened.begin_read()?.txid(), txid);
+    let mut w = reopened.begin_write()?;
+    for i in 0u32..3000 {
+        let mut key = (i % 300).to_be_bytes().to_vec();
+        key.extend((i / 300).to_be_bytes());
+        w.open_table("t")?.insert(&key, &[4; 60])?;
+    }
+    w.commit()?;
+    for leaf in &leaves {
+        assert_eq!(
+            reopened.page(leaf.page)?,
+            *leaf,
+            "a leaf under the damaged branch"
+        );
+    }
+    // The damage is reported where it is read; the first keys read as committed.
+    let read = reopened.begin_read()?;
+    let t = read.open_table("t")?;
+    assert!(matches!(t.get(&last), Err(Error::Corruption { .. })));
+    for (key, value) in expected.range(..100u32.to_be_bytes().to_vec()) {
+        assert_eq!(t.get(key)?, Some(&value[..]), "{key:?}");
+    }
+    let report = reopened.check()?;
+    assert!(
+        report.problems.iter().any(|p| p.page == page),
+        "{:?}",
+        report.problems
+    );
+    Ok(())
+}
