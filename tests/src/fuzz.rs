@@ -237,7 +237,8 @@ pub fn open(data: &[u8]) {
 
 /// Small valid database files for the `open` target to mutate (`fuzz/seeds.rs` writes
 /// them to its corpus), named: 1 KiB pages; one to three tables; overflow values; deletes
-/// over several commits (a freelist); sealed by a clean close or not; and, with a 16-page
+/// over several commits (a freelist); sealed by a clean close or not; unlogged Eventual
+/// commits, which write no freelist; and, with a 16-page
 /// commit log, durable commits that only the log holds (their pages lost to a power cut, or
 /// still in the file), which a writable open replays.
 ///
@@ -263,6 +264,20 @@ pub fn open_seeds() -> Result<Vec<(String, Vec<u8>)>, cairn_engine::Error> {
         let name = format!("seed-{tables}t-{big}-{churn}-{seal}");
         seeds.push((name, used_bytes(storage.to_vec())));
     }
+    // Without a log, unsealed: Eventual commits whose free set a writable open finds by
+    // walking the trees.
+    let storage = Arc::new(MemoryStorage::new()?);
+    let db = Database::builder()
+        .page_size(1024)
+        .log_size(0)
+        .durability(Durability::Eventual)
+        .with_storage(storage.clone(), true, None)?;
+    fill(&db, 2, true, true)?;
+    seeds.push((
+        "seed-implied-free-set".to_owned(),
+        used_bytes(storage.to_vec()),
+    ));
+    drop(db);
     for (seed, cut) in [(1, false), (2, true)] {
         let storage = FaultyStorage::new(seed)?;
         let db = Database::builder()
