@@ -295,10 +295,18 @@ impl FreeList {
     /// How many pages at the end of the file no commit uses (free, or waiting for a sync
     /// or a reader), counted up to `limit`.
     pub fn unused_tail(&self, limit: u64) -> u64 {
+        // Both sets walked down from the end side by side, a step per page, instead of a
+        // lookup in each per page: a logged commit asks this of a tail of up to thousands
+        // of waiting pages (8 % of an Eventual single put's samples with lookups).
+        let end = self.page_count;
+        let mut free = self.free.range(..end).rev().copied().peekable();
+        let mut waiting = self.waiting.range(..end).rev().map(|(&p, _)| p).peekable();
         let mut n = 0;
-        while n < limit && n < self.page_count {
-            let page = self.page_count - 1 - n;
-            if !self.free.contains(&page) && !self.waiting.contains_key(&page) {
+        while n < limit && n < end {
+            let page = end - 1 - n;
+            let in_free = free.next_if_eq(&page).is_some();
+            let in_waiting = waiting.next_if_eq(&page).is_some();
+            if !in_free && !in_waiting {
                 break;
             }
             n += 1;
@@ -672,6 +680,35 @@ mod tests {
         f.free(16, 3);
         assert_eq!(f.unused_tail(100), 4, "19, 18, 17, 16; 15 is in use");
         assert_eq!(f.unused_tail(2), 2, "counted up to the limit");
+    }
+
+    /// The unused tail as the walk down both sets counts it, against a lookup per page,
+    /// over random sets whose ends are dense (pages past `page_count` listed too).
+    #[test]
+    fn the_unused_tail_matches_a_lookup_per_page() {
+        let mut next = xorshift(0x5eed);
+        for _ in 0..500 {
+            let mut f = FreeList::with_pages(10 + next(200));
+            let txid = 1 + next(5);
+            for page in 2..f.page_count + 3 {
+                match next(8) {
+                    0..=3 => {
+                        f.free.insert(page);
+                    }
+                    4..=5 => f.free(page, txid),
+                    _ => {}
+                }
+            }
+            for limit in [0, 1, 5, 50, 1000] {
+                let naive = (0..limit.min(f.page_count))
+                    .take_while(|n| {
+                        let page = f.page_count - 1 - n;
+                        f.free.contains(&page) || f.waiting.contains_key(&page)
+                    })
+                    .count() as u64;
+                assert_eq!(f.unused_tail(limit), naive, "limit {limit}");
+            }
+        }
     }
 
     #[test]
