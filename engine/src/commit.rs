@@ -37,17 +37,16 @@ use record::Record;
 pub(crate) use spill::MIN_BUDGET_PAGES;
 
 /// How many freed pages may wait for a sync before an Eventual commit that does not log
-/// syncs anyway: half the file, but at least [`MIN_WAITING_PAGES`] and at most this.
-/// Waiting pages cannot be reused, so the file grows by them; a bound growing with the
-/// file without a cap let a large file's Eventual single-put commits grow it (and, until
-/// the forty-fifth session, when each such commit rewrote the freelist, write a freelist
-/// of many pages each) until they cost more than durable ones. With 1,024 for any file,
-/// Eventual puts over 400,000 keys synced every 300 or so commits: 28,070–33,086 a second,
-/// p99.9 8.4–9.2 ms, against 30,941–39,863 and 121–273 µs with 4,096
-/// (docs/benchmark-history.md, forty-fifth session).
+/// syncs anyway: the logged commits' bound with the default log. Waiting pages cannot be
+/// reused, so the file grows by them: by at most this many pages, or by the pages of the
+/// durable commit (only its pages wait: a page written since is reused at once), whichever
+/// is fewer. A bound growing with the file let a large file's Eventual single-put commits
+/// grow it (and, until the forty-fifth session, when each such commit rewrote the
+/// freelist, write a freelist of many pages each) until they cost more than durable ones;
+/// with 1,024 (until then), Eventual puts over 400,000 keys synced every 300 or so
+/// commits: 24,562–26,122 a second, p99.9 10.8–11.4 ms, against 28,972–32,343 and
+/// 0.14–0.38 ms with 4,096 (docs/benchmark-history.md, forty-fifth session).
 const MAX_WAITING_PAGES: u64 = 4096;
-/// The bound for a small file, whatever its half: 4 MiB of 4 KiB pages.
-const MIN_WAITING_PAGES: u64 = 1024;
 
 /// The same bound for a logged commit, in pages per page of the commit log (2 MiB of log:
 /// 4,096 pages), which writes no freelist: waiting pages cost it nothing until the sync,
@@ -293,10 +292,8 @@ impl WriteTxn {
             let limit = pages_to_cut(len, used, p, log).min(MAX_TAIL_SCAN);
             logged = self.freelist.unused_tail(limit) < limit;
         }
-        let eventual_waiting =
-            (self.freelist.page_count / 2).clamp(MIN_WAITING_PAGES, MAX_WAITING_PAGES);
         let durable =
-            !logged && (self.durability == Durability::Immediate || waiting > eventual_waiting);
+            !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
         debug_assert!(new_log.is_none() || durable, "the log moves only at a sync");
         let (log_page, log_pages) = new_log.unwrap_or((ws.log.page, ws.log.pages));
         let log = log_pages * p;

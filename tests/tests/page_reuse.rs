@@ -325,3 +325,48 @@ fn a_read_only_handles_check_and_page_map_read_a_pinned_snapshot() -> Result<(),
     }
     Ok(())
 }
+
+/// Eventual commits that do not log, with no background sync, let at most 4,096 freed
+/// pages wait for a sync (until the forty-fifth session 1,024): past that one syncs, so
+/// that the file does not grow without end.
+#[test]
+fn unlogged_eventual_commits_sync_once_4096_pages_wait() -> Result<(), Error> {
+    let db = Database::builder()
+        .page_size(1024)
+        .log_size(0)
+        .eventual_sync(None)
+        .with_storage(
+            std::sync::Arc::new(cairn_engine::storage::MemoryStorage::new()?),
+            true,
+            None,
+        )?;
+    // About 7,000 full leaves, more than the bound, so that random updates free more.
+    let keys = 120_000u32;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    for i in 0..keys {
+        w.open_table("t")?.insert(&i.to_be_bytes(), &[1; 40])?;
+    }
+    w.commit()?;
+    let syncs = db.io_stats().syncs;
+    let (mut most, mut x) = (0, 0x2545_f491_4f6c_dd1du64);
+    for n in 0..10_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut w = db.begin_write()?;
+        w.set_durability(Durability::Eventual);
+        w.open_table("t")?
+            .insert(&((x % u64::from(keys)) as u32).to_be_bytes(), &[2; 40])?;
+        w.commit()?;
+        if n % 100 == 0 {
+            let waiting = db.stats()?.pages_awaiting_sync;
+            // (The commit past the bound syncs; the one before it may free a few more.)
+            assert!(waiting <= 4096 + 16, "{waiting} waited");
+            most = most.max(waiting);
+        }
+    }
+    assert!(db.io_stats().syncs > syncs, "no commit synced");
+    assert!(most > 2048, "at most {most} waited");
+    Ok(())
+}
