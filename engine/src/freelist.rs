@@ -98,9 +98,24 @@ impl FreeList {
     /// private copy of a file, whose free pages another process may reuse or cut off.
     pub fn withhold(&mut self, txid: u64) {
         for page in std::mem::take(&mut self.free) {
-            self.pending.push((page, txid));
-            self.waiting.insert(page, txid);
+            self.wait(page, txid);
         }
+    }
+
+    /// Lists `page`, freed by commit `freed_by`, as waiting for the readers that may still
+    /// see it (none in this process at an opening, but a reader process may hold an older
+    /// snapshot). Called in the order of `freed_by`, outside a transaction; false when the
+    /// page waits already.
+    pub fn wait(&mut self, page: u64, freed_by: u64) -> bool {
+        debug_assert!(
+            self.pending.last().is_none_or(|&(_, by)| by <= freed_by),
+            "pages wait in commit order"
+        );
+        if self.waiting.insert(page, freed_by).is_some() {
+            return false;
+        }
+        self.pending.push((page, freed_by));
+        true
     }
 
     /// Starts a transaction's changes: from here on, [`FreeList::rollback`] returns here.

@@ -413,19 +413,35 @@ fn verify_commit(snap: &Snapshot) -> Result<Vec<FreeRun>> {
 fn implied_freelist(snap: &Snapshot) -> FreeList {
     let mut f = FreeList::with_pages(snap.slot.page_count);
     if let Ok(used) = crate::check::used_pages(snap) {
-        f.free
-            .extend((FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)));
+        // Which commit freed each is not known: as if this one had, so that a reader
+        // process's older snapshot keeps them all (see `freelist`).
+        for page in (FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)) {
+            f.wait(page, snap.slot.txid);
+        }
     }
     f
 }
 
-/// The allocator state of a freshly opened file: every listed page is free, since no
-/// reader is left and the opened commit is durable. Runs are checked against the file
+/// The allocator state of a freshly opened file: the listed pages, those that waited for
+/// readers still waiting, freed by the commit the freelist names (at most the opened one).
+/// The opened commit is durable, and this process has no reader; but a reader process may
+/// hold a snapshot older than the commits that freed them, and the first write
+/// transaction releases only what no pinned snapshot sees. (Until the forty-fifth session
+/// every listed page was free at once, and a writer process that opened the file after
+/// another had closed it overwrote pages of a reader process's older snapshot, which then
+/// read the new writer's data: `two_processes.rs`.) Runs are checked against the file
 /// before any page is taken from them.
 fn freelist(snap: &Snapshot, runs: Vec<FreeRun>) -> Result<FreeList> {
     let mut f = FreeList::with_pages(snap.slot.page_count);
+    let mut waiting = Vec::new();
+    let twice = |page| {
+        Error::corrupt(
+            snap.slot.freelist_page,
+            format!("freelist lists page {page} twice"),
+        )
+    };
     let log = snap.slot.log_page..snap.slot.log_page.saturating_add(snap.slot.log_pages);
-    for (first, count, _) in runs {
+    for (first, count, freed_by) in runs {
         let end = first.checked_add(u64::from(count));
         if first < FIRST_DATA_PAGE || end.is_none_or(|end| end > f.page_count) {
             return Err(Error::corrupt(
@@ -440,13 +456,20 @@ fn freelist(snap: &Snapshot, runs: Vec<FreeRun>) -> Result<FreeList> {
             ));
         }
         for page in first..first + u64::from(count) {
+            // (Every page goes through the set first, so that one listed twice stops the
+            // reading at once, and the waiting ones take no more memory than the file.)
             if !f.free.insert(page) {
-                return Err(Error::corrupt(
-                    snap.slot.freelist_page,
-                    format!("freelist lists page {page} twice"),
-                ));
+                return Err(twice(page));
+            }
+            if freed_by != 0 {
+                waiting.push((freed_by.min(snap.slot.txid), page));
             }
         }
+    }
+    waiting.sort_unstable();
+    for (freed_by, page) in waiting {
+        f.free.remove(&page);
+        f.wait(page, freed_by);
     }
     Ok(f)
 }

@@ -185,3 +185,81 @@ fn a_reader_process_sees_only_committed_states_of_a_writer_process() -> Result<(
     assert!(final_round >= last);
     Ok(())
 }
+
+const ROUNDS_ROLE: &str = "CAIRN_TWO_PROCESSES_ROUNDS";
+const DIES_ROLE: &str = "CAIRN_TWO_PROCESSES_DIES";
+
+/// The child of the test below: opens the file, rewrites every key in each of the rounds
+/// `CAIRN_TWO_PROCESSES_ROUNDS` names (`first..last`), durably, and closes it; with
+/// `CAIRN_TWO_PROCESSES_DIES`, with Eventual commits, and exits without closing it.
+#[test]
+fn rounds_child() -> Result<(), Error> {
+    let (Ok(path), Ok(rounds)) = (std::env::var(ROLE), std::env::var(ROUNDS_ROLE)) else {
+        return Ok(());
+    };
+    let dies = std::env::var(DIES_ROLE).is_ok();
+    let (first, last) = rounds.split_once("..").unwrap_or(("0", "0"));
+    let (first, last): (u64, u64) = (first.parse().unwrap_or(0), last.parse().unwrap_or(0));
+    let db = Database::builder().eventual_sync(None).open(&path)?;
+    for round in first..last {
+        let mut txn = db.begin_write()?;
+        if dies {
+            txn.set_durability(Durability::Eventual);
+        }
+        let mut t = txn.open_table("t")?;
+        for i in 0..KEYS {
+            t.insert(&key(i), &value(round))?;
+        }
+        txn.commit()?;
+    }
+    if dies {
+        std::process::exit(0);
+    }
+    db.close()
+}
+
+/// A reader process holds a snapshot while one writer process rewrites every key and
+/// closes, and then another opens the file and does the same: neither may reuse a page of
+/// the held snapshot, the second no more than the first (its opening finds the pages the
+/// first freed listed as free). And the same where the first dies after Eventual commits
+/// without a log (the second's opening walks the trees for the free pages).
+#[test]
+fn a_later_writer_process_reuses_no_page_an_older_snapshot_elsewhere_sees() -> Result<(), Error> {
+    for dies in [false, true] {
+        a_later_writer_keeps_an_older_snapshot(dies)?;
+    }
+    Ok(())
+}
+
+fn a_later_writer_keeps_an_older_snapshot(dies: bool) -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("held.cairn");
+    {
+        let log = if dies { 0 } else { 2 << 20 };
+        let db = Database::builder().log_size(log).create(&path)?;
+        let mut txn = db.begin_write()?;
+        txn.create_table("t")?;
+        for i in 0..KEYS {
+            txn.open_table("t")?.insert(&key(i), &value(0))?;
+        }
+        txn.commit()?;
+    }
+    let reader = Database::builder().read_only(true).open(&path)?;
+    let held = reader.begin_read()?;
+    assert_eq!(round_of(&held), Ok(0));
+    for (rounds, first) in [("1..6", true), ("6..11", false)] {
+        let mut child = Command::new(std::env::current_exe()?);
+        child
+            .args(["--exact", "rounds_child", "--nocapture", "--test-threads=1"])
+            .env(ROLE, &path)
+            .env(ROUNDS_ROLE, rounds);
+        if dies && first {
+            child.env(DIES_ROLE, "1");
+        }
+        let status = child.status()?;
+        assert!(status.success(), "the writer of rounds {rounds} failed");
+        assert_eq!(round_of(&held), Ok(0), "dies {dies}: after rounds {rounds}");
+    }
+    assert_eq!(snapshot_round(&reader), Ok(10));
+    Ok(())
+}
