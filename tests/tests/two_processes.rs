@@ -92,19 +92,28 @@ fn round_of(read: &ReadTxn) -> Result<u64, String> {
     round.ok_or_else(|| "empty table".into())
 }
 
+/// Creates the file with table `t` holding every key at round 0, with a commit log of
+/// `log_size` bytes (the default when `None`), and closes it.
+fn create_at_round_zero(path: &Path, log_size: Option<u64>) -> Result<(), Error> {
+    let mut builder = Database::builder();
+    if let Some(bytes) = log_size {
+        builder = builder.log_size(bytes);
+    }
+    let db = builder.create(path)?;
+    let mut txn = db.begin_write()?;
+    txn.create_table("t")?;
+    for i in 0..KEYS {
+        txn.open_table("t")?.insert(&key(i), &value(0))?;
+    }
+    txn.commit()?;
+    db.close()
+}
+
 #[test]
 fn a_reader_process_sees_only_committed_states_of_a_writer_process() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("shared.cairn");
-    {
-        let db = Database::create(&path)?;
-        let mut txn = db.begin_write()?;
-        txn.create_table("t")?;
-        for i in 0..KEYS {
-            txn.open_table("t")?.insert(&key(i), &value(0))?;
-        }
-        txn.commit()?;
-    }
+    create_at_round_zero(&path, None)?;
     let reader = Database::builder().read_only(true).open(&path)?;
     let mut writer = spawn_writer(&path)?;
 
@@ -234,16 +243,7 @@ fn a_later_writer_process_reuses_no_page_an_older_snapshot_elsewhere_sees() -> R
 fn a_later_writer_keeps_an_older_snapshot(dies: bool) -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("held.cairn");
-    {
-        let log = if dies { 0 } else { 2 << 20 };
-        let db = Database::builder().log_size(log).create(&path)?;
-        let mut txn = db.begin_write()?;
-        txn.create_table("t")?;
-        for i in 0..KEYS {
-            txn.open_table("t")?.insert(&key(i), &value(0))?;
-        }
-        txn.commit()?;
-    }
+    create_at_round_zero(&path, dies.then_some(0))?;
     let reader = Database::builder().read_only(true).open(&path)?;
     let held = reader.begin_read()?;
     assert_eq!(round_of(&held), Ok(0));
