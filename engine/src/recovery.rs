@@ -18,7 +18,7 @@ use crate::storage::Storage;
 
 mod log_tail;
 pub(crate) mod new_pages;
-pub(crate) use log_tail::log_tail;
+pub(crate) use log_tail::{log_cycle, log_tail};
 use new_pages::NewPage;
 
 /// The state a file opened at.
@@ -290,11 +290,25 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
             })
             .and_then(|freelist| {
                 let legacy = header.version < LOG_UNITS_VERSION;
-                let tail = log_tail(storage, &slot, page_size, legacy, newest)?;
-                Ok((freelist, tail))
+                let (tail, last) = log_cycle(storage, &slot, page_size, legacy, newest)?;
+                Ok((freelist, tail, last))
             });
         match accepted {
-            Ok((freelist, log)) => {
+            // A logged commit whose record is not in the log (a power cut tore it, or a
+            // failed commit cleared it): a writable opening goes back to the durable commit
+            // and the records there are, and so does a read-only one where no writer holds
+            // the file, so that the two show the same commit (until the forty-fifth session
+            // the read-only one showed this one). Beside a live writer the slot is current.
+            Ok((_, _, last))
+                if !writable && alone && slot.logged() && last.is_none_or(|t| t < slot.txid) =>
+            {
+                reasons[i] = format!(
+                    "commit {} is a logged commit whose record the commit log does not hold",
+                    slot.txid
+                );
+                rejected.push(slot);
+            }
+            Ok((freelist, log, _)) => {
                 if writable && header.version < FORMAT_VERSION {
                     let upgraded = Header {
                         version: FORMAT_VERSION,

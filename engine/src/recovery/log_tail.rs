@@ -82,10 +82,25 @@ pub(crate) fn log_tail(
     page_size: usize,
     legacy: bool,
     newest: Option<u64>,
-) -> Result<Vec<(u64, Vec<u8>)>> {
+) -> Result<Records> {
+    log_cycle(storage, slot, page_size, legacy, newest).map(|(records, _)| records)
+}
+
+/// The records [`log_tail`] returns, `(page, payload)` of each.
+pub(crate) type Records = Vec<(u64, Vec<u8>)>;
+
+/// As [`log_tail`], with the id of the cycle's last record (`None`: the cycle has none):
+/// for a logged commit's slot, whether its record is there.
+pub(crate) fn log_cycle(
+    storage: &dyn Storage,
+    slot: &Slot,
+    page_size: usize,
+    legacy: bool,
+    newest: Option<u64>,
+) -> Result<(Records, Option<u64>)> {
     // (The run was checked by `check_log_run`: inside the file, at most 64 MiB.)
     if slot.log_page == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let p = page_size as u64;
     let unit = LOG_UNIT as u64;
@@ -96,7 +111,7 @@ pub(crate) fn log_tail(
     let mut window = Window::new(storage, log_start, log_len);
     let mut out = Vec::new();
     let units = log_len / unit;
-    let (mut at, mut base, mut next) = (0u64, None, None);
+    let (mut at, mut base, mut next, mut last) = (0u64, None, None, None);
     // A commit after its durable one that wrote its free set or left it implied was not
     // logged, and no record
     // follows it in that cycle (an unlogged commit leaves a gap until the next sync), or it
@@ -168,12 +183,13 @@ pub(crate) fn log_tail(
         };
         base = Some(r.base);
         next = r.txid.checked_add(1);
+        last = Some(r.txid);
         if r.txid > slot.txid {
             out.push((page, r.payload.to_vec()));
         }
         at += r.units;
     }
-    Ok(out)
+    Ok((out, last))
 }
 
 /// What stands where the cycle's next record should have been: a record that does not
