@@ -300,20 +300,17 @@ impl Checker<'_> {
     }
 }
 
-/// The pages `snap`'s trees and commit log use, each checked as [`check`] checks it; the
-/// problems found instead, if any. (The header's copies and the freelist are not
-/// read: recovery asks this of a commit whose free set is every other page.)
-pub(crate) fn used_pages(snap: &Snapshot) -> Result<HashSet<u64>, Vec<Problem>> {
+/// The pages `snap`'s trees and commit log use, each checked as [`check`] checks it;
+/// `None` when a problem was found. (The header's copies and the freelist are not read:
+/// recovery asks this of a commit whose free set is every other page.)
+pub(crate) fn used_pages(snap: &Snapshot) -> Option<HashSet<u64>> {
     let mut c = Checker {
         snap,
         used: HashSet::new(),
         report: CheckReport::default(),
     };
     c.log_and_trees();
-    match c.report.problems.is_empty() {
-        true => Ok(c.used),
-        false => Err(c.report.problems),
-    }
+    c.report.problems.is_empty().then_some(c.used)
 }
 
 /// Checks every page of `snap`.

@@ -426,7 +426,7 @@ fn verify_commit(snap: &Snapshot) -> Result<Vec<FreeRun>> {
 /// the damage, and `check` the pages nothing uses.
 fn implied_freelist(snap: &Snapshot) -> FreeList {
     let mut f = FreeList::with_pages(snap.slot.page_count);
-    if let Ok(used) = crate::check::used_pages(snap) {
+    if let Some(used) = crate::check::used_pages(snap) {
         // Which commit freed each is not known: as if this one had, so that a reader
         // process's older snapshot keeps them all (see `freelist`).
         for page in (FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)) {
