@@ -13,13 +13,15 @@ use crate::format::{
 };
 use crate::freelist::FreeList;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
-use crate::resync::rewrite;
+use crate::resync::write_again;
 use crate::storage::Storage;
 
 mod log_tail;
 pub(crate) mod new_pages;
+mod since_durable;
 pub(crate) use log_tail::{log_cycle, log_tail};
-use new_pages::NewPage;
+use new_pages::{CheckOlder, NewPage};
+use since_durable::{Durable, Since, implied_freelist};
 
 /// The state a file opened at.
 #[derive(Debug)]
@@ -260,6 +262,8 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
     .filter(|_| writable || alone);
     let mut shortest_needed = None;
     let mut rejected = Vec::new();
+    let both: Vec<Slot> = slots.iter().map(|(s, _)| *s).collect();
+    let other = |slot: &Slot| both.iter().find(|s| s.txid != slot.txid).copied();
     for (slot, i) in slots {
         if writable && slot.logged() {
             // A logged commit: its free set was only in the writer's memory. The durable
@@ -283,15 +287,20 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
             Arc::new(VerifiedSet::with_capacity(slot.page_count)),
         );
         let accepted = check_log_run(&slot, page_size)
-            .and_then(|()| verify_commit(&snapshot))
-            .and_then(|free| match writable && slot.free_set_implied() {
-                true => Ok(implied_freelist(&snapshot)),
-                false => freelist(&snapshot, free),
+            // (The other slot holds the durable commit, which no later commit overwrites.)
+            .and_then(|()| verify_commit(&snapshot, other(&slot)))
+            .and_then(|(free, since, durable)| {
+                let freelist = match writable && slot.free_set_implied() {
+                    true => implied_freelist(&snapshot, durable.as_ref(), &since),
+                    false => freelist(&snapshot, free)?,
+                };
+                Ok((freelist, since))
             })
             .and_then(|freelist| {
                 let legacy = header.version < LOG_UNITS_VERSION;
+                let (freelist, since) = freelist;
                 let (tail, last) = log_cycle(storage, &slot, page_size, legacy, newest)?;
-                Ok((freelist, tail, last))
+                Ok((freelist, tail, last, since))
             });
         match accepted {
             // A logged commit whose record is not in the log (a power cut tore it, or a
@@ -299,7 +308,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
             // and the records there are, and so does a read-only one where no writer holds
             // the file, so that the two show the same commit (until the forty-fifth session
             // the read-only one showed this one). Beside a live writer the slot is current.
-            Ok((_, _, last))
+            Ok((_, _, last, _))
                 if !writable && alone && slot.logged() && last.is_none_or(|t| t < slot.txid) =>
             {
                 reasons[i] = format!(
@@ -308,7 +317,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
                 );
                 rejected.push(slot);
             }
-            Ok((freelist, log, _)) => {
+            Ok((freelist, log, _, since)) => {
                 if writable && header.version < FORMAT_VERSION {
                     let upgraded = Header {
                         version: FORMAT_VERSION,
@@ -322,15 +331,10 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
                     // A process that met a failed sync and then died may have left pages
                     // the kernel marked clean without writing them: the cache serves them
                     // (they verified), the disk does not hold them, and the sync below
-                    // would not write them. They are written again first (`resync.rs`).
+                    // would not write them. They are written again first (`resync.rs`):
+                    // those the walk above verified.
                     if slot.durable_txid < slot.txid {
-                        rewrite(
-                            storage,
-                            &slot,
-                            page_size,
-                            slot.durable_txid,
-                            &snapshot.verified,
-                        )?;
+                        write_again(storage, &snapshot, &since.written)?;
                     }
                     storage.sync()?;
                 }
@@ -399,41 +403,52 @@ pub(crate) fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
     Ok(())
 }
 
-/// Checks every page written since the slot's last durable commit (and each child of
-/// those), following the checksums down from the slot; returns the freelist runs.
-fn verify_commit(snap: &Snapshot) -> Result<Vec<FreeRun>> {
-    let s = snap.slot;
-    let mut entries = Vec::new();
-    new_pages::walk(snap, s.durable_txid, &mut |page, kind, bytes| {
-        if kind == NewPage::Freelist {
-            entries = decode_freelist(bytes)
-                .ok_or_else(|| Error::corrupt(page, "freelist length mismatch"))?;
+/// What [`verify_commit`] found: the freelist runs, the pages written since the durable
+/// commit and the older ones they point at, and the durable commit's side of the two
+/// commits' trees when the other slot holds it.
+type Verified = (Vec<FreeRun>, Since, Option<Durable>);
+
+/// Checks every page written since the slot's last durable commit, following the
+/// checksums down from the slot, and every older page those point at, unless the durable
+/// commit (`other`, the other slot's, when it is that one) points at it under the same
+/// checksum (`since_durable.rs`).
+fn verify_commit(snap: &Snapshot, other: Option<Slot>) -> Result<Verified> {
+    let durable = other
+        .filter(|_| snap.slot.durable_txid < snap.slot.txid)
+        .and_then(|d| Durable::read(snap, d).ok());
+    if let Some(mut durable) = durable {
+        let uses = |page| durable.uses(page);
+        let (entries, since) = walk_since(snap, CheckOlder::ByCaller(Some(&uses)))?;
+        if durable.walk(snap, &since).is_ok() && since.proved_by(&durable) {
+            return Ok((entries, since, Some(durable)));
         }
-        Ok(())
-    })?;
-    Ok(entries)
+        // (A durable commit that does not verify, or whose freelist does not match its
+        // trees, proves nothing: every older page's header is read instead.)
+    }
+    let (entries, since) = walk_since(snap, CheckOlder::ByCaller(None))?;
+    since.check_older(snap)?;
+    Ok((entries, since, None))
 }
 
-/// The allocator state of a freshly opened file at a commit whose free set is implied
-/// ([`Slot::free_set_implied`]): every page its trees and commit log do not use, found by
-/// walking them, each page verified on the way. The walk reads the whole tree: it is
-/// taken only when a writer stopped without a sync after such a commit.
-///
-/// Its pages since the durable commit verified already, so a problem the walk meets is
-/// damage to older pages, which the durable commit holds too: going back to it would only
-/// lose the later commits. The commit opens then with no page free (the pages a damaged
-/// branch hides may be in use), so that nothing is overwritten; reads and `check` report
-/// the damage, and `check` the pages nothing uses.
-fn implied_freelist(snap: &Snapshot) -> FreeList {
-    let mut f = FreeList::with_pages(snap.slot.page_count);
-    if let Some(used) = crate::check::used_pages(snap) {
-        // Which commit freed each is not known: as if this one had, so that a reader
-        // process's older snapshot keeps them all (see `freelist`).
-        for page in (FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)) {
-            f.wait(page, snap.slot.txid);
-        }
-    }
-    f
+/// The pages written since the slot's last durable commit, checked, and the older ones
+/// they point at, as `older` says; and the freelist's runs, if it names one.
+fn walk_since(snap: &Snapshot, older: CheckOlder<'_>) -> Result<(Vec<FreeRun>, Since)> {
+    let mut entries = Vec::new();
+    let mut since = Since::default();
+    new_pages::walk(
+        snap,
+        snap.slot.durable_txid,
+        older,
+        &mut |page, kind, bytes| {
+            if kind == NewPage::Freelist {
+                entries = decode_freelist(bytes)
+                    .ok_or_else(|| Error::corrupt(page, "freelist length mismatch"))?;
+            }
+            since.note(page, kind, bytes, snap.page_size);
+            Ok(())
+        },
+    )?;
+    Ok((entries, since))
 }
 
 /// The allocator state of a freshly opened file: the listed pages, those that waited for

@@ -24,6 +24,7 @@ use crate::db::Inner;
 use crate::error::{Error, Result};
 use crate::format::Slot;
 use crate::pager::{Snapshot, VerifiedSet};
+use crate::recovery::new_pages::{CheckOlder, NewPage, walk};
 use crate::storage::Storage;
 
 /// The most bytes of an overflow run copied at once when it is written again.
@@ -107,14 +108,22 @@ pub(crate) fn rewrite(
         Arc::new(VerifiedSet::with_capacity(slot.page_count)),
     );
     let p = page_size as u64;
-    let written = crate::recovery::new_pages::walk(&snap, durable_txid, &mut |page, _, bytes| {
-        for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
-            // A copy: the bytes are the file's own, seen through its map.
-            let copy = chunk.to_vec();
-            storage.write(page * p + (i * CHUNK) as u64, &copy)?;
-        }
-        Ok(())
-    });
+    let written = walk(
+        &snap,
+        durable_txid,
+        CheckOlder::Now,
+        &mut |page, kind, bytes| {
+            if let NewPage::Older(_) = kind {
+                return Ok(());
+            }
+            for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+                // A copy: the bytes are the file's own, seen through its map.
+                let copy = chunk.to_vec();
+                storage.write(page * p + (i * CHUNK) as u64, &copy)?;
+            }
+            Ok(())
+        },
+    );
     written.map_err(|e| match e {
         Error::Corruption { page, reason } => {
             live.clear();
@@ -128,6 +137,27 @@ pub(crate) fn rewrite(
         }
         e => e,
     })
+}
+
+/// Writes again, from what the process reads, the `runs` of pages of `snap` (those an
+/// opening verified as written since the durable commit: see [`rewrite`]).
+pub(crate) fn write_again(
+    storage: &dyn Storage,
+    snap: &Snapshot,
+    runs: &[std::ops::Range<u64>],
+) -> Result<()> {
+    let p = snap.page_size as u64;
+    for run in runs {
+        let len = usize::try_from((run.end - run.start).saturating_mul(p))
+            .map_err(|_| Error::corrupt(run.start, "run out of range"))?;
+        let bytes = snap.raw(run.start, len)?;
+        for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+            // A copy: the bytes are the file's own, seen through its map.
+            let copy = chunk.to_vec();
+            storage.write(run.start * p + (i * CHUNK) as u64, &copy)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::{
-    ChildRef, OVERFLOW_HEADER, PageKind, TableMeta, ValueRef, page_kind, page_txid,
+    ChildRef, OVERFLOW_HEADER, OverflowRef, PageKind, TableMeta, ValueRef, page_kind, page_txid,
 };
 use crate::pager::{Snapshot, TreePage, verify};
 
@@ -17,6 +17,47 @@ pub(crate) enum NewPage {
     Tree,
     /// An overflow run: the header and the value (not the last page's padding).
     Overflow,
+    /// A tree page or overflow run written at or before the durable commit that a newer
+    /// page points at, by this reference: not descended into (what a newer commit shares
+    /// with it). Checked against it only when [`walk`] is asked to; the bytes are then
+    /// the page, or the run's header and value, else what the page's header says.
+    Older(Older),
+}
+
+/// A reference to an older page (see [`NewPage::Older`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Older {
+    Tree(ChildRef),
+    Overflow(OverflowRef),
+}
+
+impl Older {
+    /// Its first page.
+    pub fn page(&self) -> u64 {
+        match self {
+            Older::Tree(r) => r.page,
+            Older::Overflow(o) => o.page,
+        }
+    }
+}
+
+/// Whether [`walk`] checks the older pages it hands over.
+#[derive(Clone, Copy)]
+pub(crate) enum CheckOlder<'a> {
+    /// Each against its reference, before handing it over.
+    Now,
+    /// Not: the caller checks each, or proves it unchanged since the durable commit.
+    /// A page the function names as one the durable commit's trees use is taken for
+    /// older without being read (a newer page cannot be one of them: they are not reused
+    /// before the next sync); others are told apart by their header.
+    ByCaller(Option<&'a dyn Fn(u64) -> bool>),
+}
+
+impl CheckOlder<'_> {
+    /// Whether `page` is older whatever it holds.
+    fn known_older(&self, page: u64) -> bool {
+        matches!(self, CheckOlder::ByCaller(Some(used)) if used(page))
+    }
 }
 
 /// What [`walk`] hands each page to: its first page, what it is, its bytes.
@@ -25,8 +66,18 @@ pub(crate) type Visit<'v> = dyn FnMut(u64, NewPage, &[u8]) -> Result<()> + 'v;
 /// Hands `visit` every page of `snap` written after commit `durable_txid`, checked against
 /// the checksum that points at it: the freelist run, the tree pages newer than that commit
 /// (each child of those is checked too, and older ones not descended into), and the newer
-/// overflow runs of their values. `visit` gets the first page, what it is, and the bytes.
-pub(crate) fn walk(snap: &Snapshot, durable_txid: u64, visit: &mut Visit<'_>) -> Result<()> {
+/// overflow runs of their values; and the older pages and runs those point at, as
+/// [`NewPage::Older`], checked as `older` says. `visit` gets the first page, what it is,
+/// and the bytes.
+///
+/// A page that should be newer but reads as older (its write lost to a power cut, and
+/// the disk holding what the page had before) fails its check, made now or by the caller.
+pub(crate) fn walk(
+    snap: &Snapshot,
+    durable_txid: u64,
+    older: CheckOlder<'_>,
+    visit: &mut Visit<'_>,
+) -> Result<()> {
     let s = snap.slot;
     if s.freelist_page != 0 && s.records_freelist() {
         let len = usize::try_from(s.freelist_len)
@@ -42,6 +93,7 @@ pub(crate) fn walk(snap: &Snapshot, durable_txid: u64, visit: &mut Visit<'_>) ->
         let mut walk = Walk {
             snap,
             durable_txid,
+            older,
             visit,
         };
         walk.tree(s.catalog, true, 0)?;
@@ -52,6 +104,7 @@ pub(crate) fn walk(snap: &Snapshot, durable_txid: u64, visit: &mut Visit<'_>) ->
 struct Walk<'a, 'v> {
     snap: &'a Snapshot,
     durable_txid: u64,
+    older: CheckOlder<'a>,
     visit: &'v mut Visit<'v>,
 }
 
@@ -61,10 +114,18 @@ impl Walk<'_, '_> {
             return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
         }
         let snap = self.snap;
-        let page = snap.page(r)?;
-        if page_txid(page).unwrap_or(0) <= self.durable_txid {
-            return Ok(());
+        if self.older.known_older(r.page) {
+            return (self.visit)(r.page, NewPage::Older(Older::Tree(r)), &[]);
         }
+        let page = match self.older {
+            CheckOlder::Now => snap.page(r)?,
+            CheckOlder::ByCaller(_) => snap.raw(r.page, snap.page_size)?,
+        };
+        if page_txid(page).unwrap_or(0) <= self.durable_txid {
+            return (self.visit)(r.page, NewPage::Older(Older::Tree(r)), page);
+        }
+        // (Checked whether or not it was just now: only once.)
+        let page = snap.page(r)?;
         (self.visit)(r.page, NewPage::Tree, page)?;
         match snap.tree_page(r)? {
             TreePage::Branch(b) => {
@@ -83,12 +144,26 @@ impl Walk<'_, '_> {
                                 self.tree(root, false, 0)?;
                             }
                         }
+                        (_, ValueRef::Overflow(o))
+                            if !catalog && self.older.known_older(o.page) =>
+                        {
+                            (self.visit)(o.page, NewPage::Older(Older::Overflow(o)), &[])?;
+                        }
                         (_, ValueRef::Overflow(o)) if !catalog => {
-                            let value = snap.overflow(o)?;
-                            let run = snap.raw(o.page, OVERFLOW_HEADER + value.len())?;
-                            if page_txid(run).unwrap_or(0) > self.durable_txid {
-                                (self.visit)(o.page, NewPage::Overflow, run)?;
-                            }
+                            let header = snap.raw(o.page, OVERFLOW_HEADER)?;
+                            let newer = page_txid(header).unwrap_or(0) > self.durable_txid;
+                            let run = match (newer, self.older) {
+                                (false, CheckOlder::ByCaller(_)) => header,
+                                _ => {
+                                    let value = snap.overflow(o)?;
+                                    snap.raw(o.page, OVERFLOW_HEADER + value.len())?
+                                }
+                            };
+                            let kind = match newer {
+                                true => NewPage::Overflow,
+                                false => NewPage::Older(Older::Overflow(o)),
+                            };
+                            (self.visit)(o.page, kind, run)?;
                         }
                         (_, ValueRef::Inline(_)) => {}
                         (_, ValueRef::Overflow(_)) => {

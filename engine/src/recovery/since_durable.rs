@@ -1,0 +1,529 @@
+//! What a commit changed since its durable one, which the other slot holds: the pages it
+//! wrote, the older pages it points at, and the pages of the durable commit's trees it no
+//! longer reaches. Recovery verifies the commit with it, and rebuilds an implied free set.
+//!
+//! Pages freed after the durable commit wait for the next sync before reuse, so that
+//! commit's trees are whole on the disk; the two commits' trees part where the newer
+//! one's pages since the durable commit point at older pages, which recovery's walk of
+//! those pages (`new_pages.rs`) hands over without reading more than their headers. An
+//! older page that the durable commit's trees point at under the same checksum is that
+//! commit's page, unchanged: it need not be read. Every other one is read and checked (a
+//! page that should be newer but whose write a power cut lost reads as older, and fails).
+//! The work is in proportion to the commits since the durable one, not to their fanout:
+//! a branch rewritten since points at up to hundreds of unchanged children, and a leaf at
+//! unchanged large values, which recovery read and checked until the forty-sixth session.
+//!
+//! The free set of an unlogged Eventual commit, which its slot leaves implied (every page
+//! its trees and the commit log do not use: docs/design.md#freelist), is the durable
+//! commit's free pages, its freelist's own run and the pages the file grew by since, with
+//! the pages of its trees the newer commit no longer reaches, less the pages written
+//! since. When that cannot be trusted (the other slot is not the durable commit, one of
+//! its pages does not verify, the two commits' trees do not meet where the walk says),
+//! the whole tree is walked instead.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::new_pages::{NewPage, Older};
+use crate::btree::MAX_DEPTH;
+use crate::error::{Error, Result};
+use crate::format::{ChildRef, PageKind, Slot, TableMeta, ValueRef, decode_freelist, page_kind};
+use crate::freelist::FreeList;
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
+
+/// What a commit's pages since its durable commit say, noted during recovery's walk of
+/// them (`new_pages::walk`, told to leave the older pages to the caller).
+#[derive(Debug, Default)]
+pub(super) struct Since {
+    /// The runs written since the durable commit: tree pages, overflow runs, freelist.
+    pub written: Vec<Range<u64>>,
+    /// The older tree pages and overflow runs they point at, not checked: where the
+    /// commit shares its trees and values with the durable one.
+    older: Vec<Older>,
+}
+
+impl Since {
+    /// Notes a page [`super::new_pages::walk`] hands over.
+    pub(super) fn note(&mut self, page: u64, kind: NewPage, bytes: &[u8], page_size: usize) {
+        match kind {
+            NewPage::Tree | NewPage::Overflow | NewPage::Freelist => {
+                let pages = bytes.len().div_ceil(page_size) as u64;
+                self.written.push(page..page.saturating_add(pages));
+            }
+            NewPage::Older(older) => self.older.push(older),
+        }
+    }
+
+    /// Checks each older page the commit points at against its reference.
+    pub(super) fn check_older(&self, snap: &Snapshot) -> Result<()> {
+        for older in &self.older {
+            match *older {
+                Older::Tree(r) => drop(snap.page(r)?),
+                Older::Overflow(o) => drop(snap.overflow(o)?),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `durable`'s trees point at every older page the commit points at, under
+    /// the same checksum: each is then that commit's page, unchanged.
+    pub(super) fn proved_by(&self, durable: &Durable) -> bool {
+        self.older
+            .iter()
+            .all(|o| durable.met.get(&o.page()) == Some(o))
+    }
+}
+
+/// The durable commit's side: the pages its trees do not use, as its freelist says; and
+/// once walked down to what a newer commit shares with it, the pages of its trees the
+/// newer one no longer reaches and its references to those it does.
+#[derive(Debug)]
+pub(super) struct Durable {
+    slot: Slot,
+    /// Its free pages, its freelist's run, its commit log: the pages below its end that
+    /// its trees do not use.
+    unused: Pages,
+    gone: Pages,
+    /// Its reference to each older page the newer commit points at, by page.
+    met: HashMap<u64, Older>,
+}
+
+impl Durable {
+    /// `durable`, the commit `snap`'s slot names as its durable one, with its freelist
+    /// read. An error when it is not that commit, or its freelist does not verify or fit
+    /// the file: nothing is proved by it then.
+    pub(super) fn read(snap: &Snapshot, durable: Slot) -> Result<Durable> {
+        let s = snap.slot;
+        let d = durable;
+        let p = snap.page_size;
+        let refuse = |what: &str| {
+            Err(Error::corrupt(
+                0,
+                format!("durable commit {}: {what}", d.txid),
+            ))
+        };
+        if d.txid != s.durable_txid || d.txid >= s.txid || !d.records_freelist() {
+            return refuse("not the one the newer commit names");
+        }
+        if !(FIRST_DATA_PAGE..=s.page_count).contains(&d.page_count)
+            || (d.log_page, d.log_pages) != (s.log_page, s.log_pages)
+        {
+            return refuse("a longer file, or a commit log elsewhere");
+        }
+        let mut listed = vec![
+            d.freelist_run(p),
+            d.log_page..d.log_page.saturating_add(d.log_pages),
+        ];
+        if d.freelist_page != 0 {
+            let len = usize::try_from(d.freelist_len)
+                .map_err(|_| Error::corrupt(d.freelist_page, "freelist length out of range"))?;
+            let bytes = snap.raw(d.freelist_page, len)?;
+            verify(d.freelist_page, bytes, d.freelist_crc)?;
+            if page_kind(bytes) != Some(PageKind::Freelist) {
+                return Err(Error::corrupt(d.freelist_page, "expected a freelist page"));
+            }
+            let runs = decode_freelist(bytes)
+                .ok_or_else(|| Error::corrupt(d.freelist_page, "freelist length mismatch"))?;
+            listed.extend(
+                runs.into_iter()
+                    .map(|(first, count, _)| first..first.saturating_add(u64::from(count))),
+            );
+        }
+        let mut unused = Pages::new(d.page_count);
+        for run in listed.iter().filter(|r| !r.is_empty()) {
+            if run.start < FIRST_DATA_PAGE || run.end > d.page_count {
+                return refuse("a freelist outside its file");
+            }
+            unused.set(run.clone());
+        }
+        Ok(Durable {
+            slot: d,
+            unused,
+            gone: Pages::new(d.page_count),
+            met: HashMap::new(),
+        })
+    }
+
+    /// Whether the durable commit's trees use `page`, as its freelist says.
+    pub(super) fn uses(&self, page: u64) -> bool {
+        page >= FIRST_DATA_PAGE && page < self.slot.page_count && !self.unused.contains(page)
+    }
+
+    /// Walks its trees down to the pages `since` says the newer commit shares, each page
+    /// on the way verified. An error when one does not verify, or is reached twice.
+    pub(super) fn walk(&mut self, snap: &Snapshot, since: &Since) -> Result<()> {
+        let dsnap = Snapshot::new(
+            self.slot,
+            snap.page_size,
+            snap.region.clone(),
+            Arc::new(VerifiedSet::with_capacity(self.slot.page_count)),
+        );
+        let mut walk = Gone {
+            snap: &dsnap,
+            shared: since.older.iter().map(Older::page).collect(),
+            met: HashMap::new(),
+            gone: Pages::new(self.slot.page_count),
+        };
+        if self.slot.catalog.page != 0 {
+            walk.tree(self.slot.catalog, true, 0)?;
+        }
+        self.gone = walk.gone;
+        self.met = walk.met;
+        Ok(())
+    }
+}
+
+/// The allocator state of a freshly opened file at a commit whose free set is implied
+/// ([`Slot::free_set_implied`]), from its durable commit when `durable` has it. Which
+/// commit freed each page is not known: all wait as if this one had, so that a reader
+/// process's older snapshot keeps them (see `recovery::freelist`).
+///
+/// The walk of the whole tree, when the durable commit cannot be used, verifies every
+/// page; a problem it meets is damage to older pages, which the durable commit holds too
+/// (its pages since the durable commit verified already): going back to it would only
+/// lose the later commits. The commit opens then with no page free (the pages a damaged
+/// branch hides may be in use), so that nothing is overwritten; reads and `check` report
+/// the damage, and `check` the pages nothing uses.
+pub(super) fn implied_freelist(
+    snap: &Snapshot,
+    durable: Option<&Durable>,
+    since: &Since,
+) -> FreeList {
+    let free = durable
+        .and_then(|d| from_durable(snap, d, since).ok())
+        .or_else(|| whole_walk(snap));
+    let mut f = FreeList::with_pages(snap.slot.page_count);
+    for page in free.iter().flat_map(Pages::iter) {
+        f.wait(page, snap.slot.txid);
+    }
+    f
+}
+
+/// The free pages, found by walking every tree of the commit; `None` on damage.
+pub(super) fn whole_walk(snap: &Snapshot) -> Option<Pages> {
+    let used = crate::check::used_pages(snap)?;
+    let mut free = Pages::new(snap.slot.page_count);
+    for page in (FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)) {
+        free.set(page..page + 1);
+    }
+    Some(free)
+}
+
+/// The free pages of `snap`'s commit, from its durable commit's, walked (see the
+/// module's comment).
+pub(super) fn from_durable(snap: &Snapshot, durable: &Durable, since: &Since) -> Result<Pages> {
+    let s = snap.slot;
+    let refuse = |what: &str| Err(Error::corrupt(0, format!("implied free set: {what}")));
+    if !since.proved_by(durable) {
+        return refuse("the durable commit does not hold every older page the commit uses");
+    }
+    if durable
+        .unused
+        .iter()
+        .any(|page| durable.gone.contains(page))
+    {
+        return refuse("the durable commit's freelist lists a page of its trees");
+    }
+    let log = s.log_page..s.log_page.saturating_add(s.log_pages);
+    let mut free = Pages::new(s.page_count);
+    free.union(&durable.unused);
+    free.union(&durable.gone);
+    free.set(durable.slot.page_count..s.page_count);
+    for run in &since.written {
+        if durable.gone.any(run.clone()) {
+            return refuse("a page of the durable commit's trees written again");
+        }
+        free.clear(run.clone());
+    }
+    free.clear(log);
+    Ok(free)
+}
+
+/// The pages of the durable commit's trees that the newer commit does not share.
+struct Gone<'a> {
+    snap: &'a Snapshot,
+    /// The older pages the newer commit points at, and this commit's references to
+    /// those of them its trees reach.
+    shared: HashSet<u64>,
+    met: HashMap<u64, Older>,
+    gone: Pages,
+}
+
+impl Gone<'_> {
+    fn tree(&mut self, r: ChildRef, catalog: bool, depth: usize) -> Result<()> {
+        if self.shared.contains(&r.page) {
+            return self.meet(Older::Tree(r));
+        }
+        if depth > MAX_DEPTH {
+            return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
+        }
+        self.claim(r.page, 1)?;
+        match self.snap.tree_page(r)? {
+            TreePage::Branch(b) => {
+                for i in 0..=b.keys() {
+                    self.tree(b.child(i)?, catalog, depth + 1)?;
+                }
+            }
+            TreePage::Leaf(l) => {
+                for i in 0..l.len() {
+                    match l.entry(i)? {
+                        (name, ValueRef::Inline(v)) if catalog => {
+                            let meta = TableMeta::decode(v).ok_or_else(|| {
+                                Error::corrupt(r.page, format!("bad catalog entry for {name:?}"))
+                            })?;
+                            if let Some(root) = meta.root {
+                                self.tree(root, false, 0)?;
+                            }
+                        }
+                        (_, ValueRef::Overflow(o)) if !catalog => {
+                            if self.shared.contains(&o.page) {
+                                self.meet(Older::Overflow(o))?;
+                            } else {
+                                self.claim(o.page, o.pages(self.snap.page_size))?;
+                            }
+                        }
+                        (_, ValueRef::Inline(_)) => {}
+                        (_, ValueRef::Overflow(_)) => {
+                            return Err(Error::corrupt(r.page, "overflow value in the catalog"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes this commit's reference to a page the newer commit shares.
+    fn meet(&mut self, older: Older) -> Result<()> {
+        match self.met.insert(older.page(), older) {
+            None => Ok(()),
+            Some(_) => Err(Error::corrupt(older.page(), "reached twice")),
+        }
+    }
+
+    /// Marks `n` pages from `first` gone: inside the commit's file, and not reached before.
+    fn claim(&mut self, first: u64, n: u64) -> Result<()> {
+        let end = first.saturating_add(n);
+        if first < FIRST_DATA_PAGE || end > self.snap.slot.page_count {
+            return Err(Error::corrupt(first, "outside the durable commit's file"));
+        }
+        if self.gone.any(first..end) {
+            return Err(Error::corrupt(first, "reached twice"));
+        }
+        self.gone.set(first..end);
+        Ok(())
+    }
+}
+
+/// A set of pages, one bit each, of a file of a given length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Pages {
+    words: Vec<u64>,
+    page_count: u64,
+}
+
+impl Pages {
+    fn new(page_count: u64) -> Pages {
+        Pages {
+            words: vec![0; page_count.div_ceil(64) as usize],
+            page_count,
+        }
+    }
+
+    fn contains(&self, page: u64) -> bool {
+        page < self.page_count && self.words[(page / 64) as usize] & (1 << (page % 64)) != 0
+    }
+
+    /// Whether any of `pages` is in the set.
+    fn any(&self, pages: Range<u64>) -> bool {
+        (pages.start..pages.end.min(self.page_count)).any(|p| self.contains(p))
+    }
+
+    /// Adds `pages` (those inside the file).
+    fn set(&mut self, pages: Range<u64>) {
+        for page in pages.start..pages.end.min(self.page_count) {
+            self.words[(page / 64) as usize] |= 1 << (page % 64);
+        }
+    }
+
+    /// Removes `pages`.
+    fn clear(&mut self, pages: Range<u64>) {
+        for page in pages.start..pages.end.min(self.page_count) {
+            self.words[(page / 64) as usize] &= !(1 << (page % 64));
+        }
+    }
+
+    /// Adds every page of `other`, a set of a file no longer than this one's.
+    fn union(&mut self, other: &Pages) {
+        for (w, o) in self.words.iter_mut().zip(&other.words) {
+            *w |= o;
+        }
+    }
+
+    /// The pages in the set, in order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &word)| {
+            let mut w = word;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let bit = u64::from(w.trailing_zeros());
+                    w &= w - 1;
+                    i as u64 * 64 + bit
+                })
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::{read_header, read_slots, verify_commit};
+    use super::*;
+    use crate::storage::{FaultyStorage, MemoryStorage, Storage};
+    use crate::{Database, Durability};
+
+    /// A killed writer's file on 1 KiB pages without a commit log: a durable load of two
+    /// tables (one of values past a page), then Eventual commits, which log nothing, that
+    /// insert and remove keys, add and remove large values, create a table, drop one and
+    /// make it again.
+    fn killed_after_eventual_commits() -> Result<Vec<u8>> {
+        let storage = FaultyStorage::new(7)?;
+        let db = Database::builder()
+            .page_size(1024)
+            .log_size(0)
+            .eventual_sync(None)
+            .with_storage(storage.clone(), true, None)?;
+        let mut w = db.begin_write()?;
+        w.create_table("a")?;
+        w.create_table("b")?;
+        for i in 0u32..2000 {
+            w.open_table("a")?.insert(&i.to_be_bytes(), &[1; 60])?;
+        }
+        for i in 0u32..50 {
+            w.open_table("b")?.insert(&i.to_be_bytes(), &[2; 3000])?;
+        }
+        w.commit()?;
+        for i in 0u32..60 {
+            let mut w = db.begin_write()?;
+            w.set_durability(Durability::Eventual);
+            let mut a = w.open_table("a")?;
+            a.insert(&(i * 7919 % 4000).to_be_bytes(), &[3; 60])?;
+            a.remove(&(i * 4111 % 2000).to_be_bytes())?;
+            match i {
+                20 => w.create_table("c")?,
+                40 => {
+                    w.drop_table("b")?;
+                    w.create_table("b")?;
+                }
+                _ => {}
+            }
+            if i % 10 == 5 {
+                let mut b = w.open_table("b")?;
+                b.insert(&(100 + i).to_be_bytes(), &[4; 5000])?;
+                b.remove(&(i / 2).to_be_bytes())?;
+            }
+            w.commit()?;
+        }
+        let image = storage.live_image();
+        std::mem::forget(db);
+        Ok(image)
+    }
+
+    /// The newest commit of `image` (its free set implied) and the other slot's.
+    fn newest_and_durable(storage: &dyn Storage) -> Result<(Snapshot, Slot)> {
+        let p = read_header(storage)?.page_size as usize;
+        let (mut slots, _) = read_slots(storage, p)?;
+        slots.sort_by_key(|(s, _)| std::cmp::Reverse(s.txid));
+        let [(newest, _), (durable, _)] = slots[..] else {
+            return Err(Error::corrupt(0, "expected two slots"));
+        };
+        assert!(newest.free_set_implied() && durable.txid == newest.durable_txid);
+        let verified = Arc::new(VerifiedSet::with_capacity(newest.page_count));
+        Ok((
+            Snapshot::new(newest, p, storage.region(), verified),
+            durable,
+        ))
+    }
+
+    #[test]
+    fn the_free_set_from_the_durable_commit_is_the_whole_walks() -> Result<()> {
+        let storage = MemoryStorage::from_bytes(&killed_after_eventual_commits()?)?;
+        let (snap, durable) = newest_and_durable(&storage)?;
+        let (_, since, proof) = verify_commit(&snap, Some(durable))?;
+        let Some(proof) = proof else {
+            panic!("the durable commit proved nothing");
+        };
+        let free = from_durable(&snap, &proof, &since)?;
+        assert_eq!(Some(&free), whole_walk(&snap).as_ref());
+        // (Pages freed by the drop, and by the commits' copies, among them.)
+        assert!(free.iter().count() > 20, "{}", free.iter().count());
+        // No page the commit uses is read but those it wrote and the durable commit's
+        // that it does not share.
+        assert!(proof.gone.iter().count() > 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_new_page_whose_write_was_lost_is_found_though_the_durable_commit_proves_the_rest()
+    -> Result<()> {
+        let mut image = killed_after_eventual_commits()?;
+        let (snap, durable) = newest_and_durable(&MemoryStorage::from_bytes(&image)?)?;
+        let (_, since, _) = verify_commit(&snap, Some(durable))?;
+        // A leaf written since the durable commit, lost: zeros where it should be.
+        let lost = since
+            .written
+            .iter()
+            .map(|r| r.start)
+            .rfind(|&page| page != snap.slot.catalog.page)
+            .ok_or_else(|| Error::corrupt(0, "nothing written"))?;
+        image[lost as usize * 1024..][..1024].fill(0);
+        let storage = MemoryStorage::from_bytes(&image)?;
+        let (snap, durable) = newest_and_durable(&storage)?;
+        assert!(verify_commit(&snap, Some(durable)).is_err());
+        let opened = super::super::open(&storage, true, true)?;
+        assert_eq!(opened.snapshot.slot.txid, durable.txid);
+        Ok(())
+    }
+
+    #[test]
+    fn a_damaged_page_of_the_durable_commit_leaves_the_whole_walk_to_find_the_free_set()
+    -> Result<()> {
+        let mut image = killed_after_eventual_commits()?;
+        let (snap, durable) = newest_and_durable(&MemoryStorage::from_bytes(&image)?)?;
+        let Some(proof) = verify_commit(&snap, Some(durable))?.2 else {
+            panic!("the durable commit proved nothing");
+        };
+        // A tree page of the durable commit that the newer one no longer uses (the runs
+        // of the values it no longer holds are not read).
+        let page = proof
+            .gone
+            .iter()
+            .filter(|&p| {
+                let page = &image[p as usize * 1024..][..1024];
+                crate::format::looks_like_a_page(page)
+                    && matches!(page_kind(page), Some(PageKind::Leaf | PageKind::Branch))
+            })
+            .last()
+            .unwrap_or(0);
+        image[page as usize * 1024 + 1020] ^= 1;
+        let storage = MemoryStorage::from_bytes(&image)?;
+        let (snap, durable) = newest_and_durable(&storage)?;
+        let (_, since, proof) = verify_commit(&snap, Some(durable))?;
+        assert!(proof.is_none());
+        let free = whole_walk(&snap);
+        assert!(free.as_ref().is_some_and(|f| f.contains(page)));
+        let opened = super::super::open(&storage, true, true)?;
+        assert_eq!(opened.snapshot.slot.txid, snap.slot.txid);
+        let mut waiting: Vec<u64> = opened.freelist.pending().iter().map(|w| w.0).collect();
+        waiting.sort_unstable();
+        assert_eq!(
+            waiting,
+            free.iter().flat_map(Pages::iter).collect::<Vec<_>>()
+        );
+        assert!(since.written.len() > 1);
+        Ok(())
+    }
+}
