@@ -18,6 +18,7 @@ use crate::storage::Storage;
 
 mod log_tail;
 pub(crate) mod new_pages;
+mod references;
 mod since_durable;
 pub(crate) use log_tail::{log_cycle, log_tail};
 use new_pages::{CheckOlder, NewPage};

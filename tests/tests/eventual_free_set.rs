@@ -203,6 +203,23 @@ fn a_power_cut_after_unlogged_eventual_commits_reopens_at_a_whole_commit_after_t
 #[test]
 fn damage_to_an_older_branch_keeps_the_unlogged_commits_and_frees_nothing_under_it()
 -> Result<(), Box<dyn std::error::Error>> {
+    damaged_older_branch(false)
+}
+
+/// As above, with the durable commit's freelist damaged too: opening cannot work the free
+/// set out from the durable commit, walks the whole tree for it, meets the damage and
+/// takes no page as free.
+#[test]
+fn damage_to_an_older_branch_and_the_durable_freelist_frees_nothing()
+-> Result<(), Box<dyn std::error::Error>> {
+    damaged_older_branch(true)
+}
+
+/// A durable load, Eventual commits after it that log nothing, and a branch of the load
+/// that the newest commit still uses damaged (and with `freelist_too`, the durable
+/// commit's freelist): the newest commit opens, and writes after it leave the leaves under
+/// the branch as they were.
+fn damaged_older_branch(freelist_too: bool) -> Result<(), Box<dyn std::error::Error>> {
     let (storage, db) = on_faulty_store_with(2, 1024, Some(16 << 10), None, None)?;
     // A durable load (four levels), a durable commit after it, then Eventual commits that
     // change only the first keys: the branches of the last keys stay the load's, and
@@ -261,9 +278,29 @@ fn damage_to_an_older_branch_keeps_the_unlogged_commits_and_frees_nothing_under_
     let (page, leaves) = damaged.ok_or("no branch above the last key")?;
     drop(ro);
     image[page as usize * 1024 + 300] ^= 0x10;
+    if freelist_too {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("image.cairn");
+        std::fs::write(&path, &image)?;
+        let freelist = inspect(&path)?
+            .slots
+            .iter()
+            .find_map(|s| match s {
+                SlotInfo::Valid {
+                    txid: t,
+                    freelist_page: Some(f),
+                    ..
+                } if *t < txid => Some(*f),
+                _ => None,
+            })
+            .ok_or("no durable freelist")?;
+        image[freelist as usize * 1024 + 30] ^= 0x10;
+    }
     // The newest commit opens all the same (going back would lose the later commits and
-    // not the damage), with no page free, so that the writes after it take new pages and
-    // the leaves under the damaged branch stay as they were.
+    // not the damage). Its free set comes from the durable commit, whose trees hold the
+    // branch unchanged (it is not read); or, with that commit's freelist damaged, from a
+    // walk of the whole tree, which meets the damage and takes no page as free. Either way
+    // the writes after it leave the leaves under the damaged branch as they were.
     let reopened = open_image(&image, false)?;
     assert_eq!(reopened.begin_read()?.txid(), txid);
     let mut w = reopened.begin_write()?;

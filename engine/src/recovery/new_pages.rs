@@ -2,11 +2,10 @@
 //! trusts a commit (docs/design.md#recovery), and what a sync after a failed one writes
 //! again (`resync.rs`).
 
+use super::references::{Reference, references};
 use crate::error::{Error, Result};
-use crate::format::{
-    ChildRef, OVERFLOW_HEADER, OverflowRef, PageKind, TableMeta, ValueRef, page_kind, page_txid,
-};
-use crate::pager::{Snapshot, TreePage, verify};
+use crate::format::{ChildRef, OVERFLOW_HEADER, OverflowRef, PageKind, page_kind, page_txid};
+use crate::pager::{Snapshot, verify};
 
 /// What a page handed to the visitor of [`walk`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,52 +126,32 @@ impl Walk<'_, '_> {
         // (Checked whether or not it was just now: only once.)
         let page = snap.page(r)?;
         (self.visit)(r.page, NewPage::Tree, page)?;
-        match snap.tree_page(r)? {
-            TreePage::Branch(b) => {
-                for i in 0..=b.keys() {
-                    self.tree(b.child(i)?, catalog, depth + 1)?;
-                }
-            }
-            TreePage::Leaf(l) => {
-                for i in 0..l.len() {
-                    match l.entry(i)? {
-                        (name, ValueRef::Inline(v)) if catalog => {
-                            let meta = TableMeta::decode(v).ok_or_else(|| {
-                                Error::corrupt(r.page, format!("bad catalog entry for {name:?}"))
-                            })?;
-                            if let Some(root) = meta.root {
-                                self.tree(root, false, 0)?;
-                            }
-                        }
-                        (_, ValueRef::Overflow(o))
-                            if !catalog && self.older.known_older(o.page) =>
-                        {
-                            (self.visit)(o.page, NewPage::Older(Older::Overflow(o)), &[])?;
-                        }
-                        (_, ValueRef::Overflow(o)) if !catalog => {
-                            let header = snap.raw(o.page, OVERFLOW_HEADER)?;
-                            let newer = page_txid(header).unwrap_or(0) > self.durable_txid;
-                            let run = match (newer, self.older) {
-                                (false, CheckOlder::ByCaller(_)) => header,
-                                _ => {
-                                    let value = snap.overflow(o)?;
-                                    snap.raw(o.page, OVERFLOW_HEADER + value.len())?
-                                }
-                            };
-                            let kind = match newer {
-                                true => NewPage::Overflow,
-                                false => NewPage::Older(Older::Overflow(o)),
-                            };
-                            (self.visit)(o.page, kind, run)?;
-                        }
-                        (_, ValueRef::Inline(_)) => {}
-                        (_, ValueRef::Overflow(_)) => {
-                            return Err(Error::corrupt(r.page, "overflow value in the catalog"));
-                        }
-                    }
-                }
-            }
+        references(snap.tree_page(r)?, r.page, catalog, &mut |to| match to {
+            Reference::Child(child) => self.tree(child, catalog, depth + 1),
+            Reference::Table(root) => self.tree(root, false, 0),
+            Reference::Overflow(o) => self.overflow(o),
+        })
+    }
+
+    /// Hands over overflow run `o`, as newer or older than the durable commit.
+    fn overflow(&mut self, o: OverflowRef) -> Result<()> {
+        if self.older.known_older(o.page) {
+            return (self.visit)(o.page, NewPage::Older(Older::Overflow(o)), &[]);
         }
-        Ok(())
+        let snap = self.snap;
+        let header = snap.raw(o.page, OVERFLOW_HEADER)?;
+        let newer = page_txid(header).unwrap_or(0) > self.durable_txid;
+        let run = match (newer, self.older) {
+            (false, CheckOlder::ByCaller(_)) => header,
+            _ => {
+                let value = snap.overflow(o)?;
+                snap.raw(o.page, OVERFLOW_HEADER + value.len())?
+            }
+        };
+        let kind = match newer {
+            true => NewPage::Overflow,
+            false => NewPage::Older(Older::Overflow(o)),
+        };
+        (self.visit)(o.page, kind, run)
     }
 }

@@ -26,11 +26,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::new_pages::{NewPage, Older};
+use super::references::{Reference, references};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::format::{ChildRef, PageKind, Slot, TableMeta, ValueRef, decode_freelist, page_kind};
+use crate::format::{ChildRef, PageKind, Slot, decode_freelist, page_kind};
 use crate::freelist::FreeList;
-use crate::pager::{FIRST_DATA_PAGE, Snapshot, TreePage, VerifiedSet, verify};
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet, verify};
 
 /// What a commit's pages since its durable commit say, noted during recovery's walk of
 /// them (`new_pages::walk`, told to leave the older pages to the caller).
@@ -259,39 +260,15 @@ impl Gone<'_> {
             return Err(Error::corrupt(r.page, "tree too deep (a cycle?)"));
         }
         self.claim(r.page, 1)?;
-        match self.snap.tree_page(r)? {
-            TreePage::Branch(b) => {
-                for i in 0..=b.keys() {
-                    self.tree(b.child(i)?, catalog, depth + 1)?;
-                }
+        let snap = self.snap;
+        references(snap.tree_page(r)?, r.page, catalog, &mut |to| match to {
+            Reference::Child(child) => self.tree(child, catalog, depth + 1),
+            Reference::Table(root) => self.tree(root, false, 0),
+            Reference::Overflow(o) if self.shared.contains(&o.page) => {
+                self.meet(Older::Overflow(o))
             }
-            TreePage::Leaf(l) => {
-                for i in 0..l.len() {
-                    match l.entry(i)? {
-                        (name, ValueRef::Inline(v)) if catalog => {
-                            let meta = TableMeta::decode(v).ok_or_else(|| {
-                                Error::corrupt(r.page, format!("bad catalog entry for {name:?}"))
-                            })?;
-                            if let Some(root) = meta.root {
-                                self.tree(root, false, 0)?;
-                            }
-                        }
-                        (_, ValueRef::Overflow(o)) if !catalog => {
-                            if self.shared.contains(&o.page) {
-                                self.meet(Older::Overflow(o))?;
-                            } else {
-                                self.claim(o.page, o.pages(self.snap.page_size))?;
-                            }
-                        }
-                        (_, ValueRef::Inline(_)) => {}
-                        (_, ValueRef::Overflow(_)) => {
-                            return Err(Error::corrupt(r.page, "overflow value in the catalog"));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
+            Reference::Overflow(o) => self.claim(o.page, o.pages(snap.page_size)),
+        })
     }
 
     /// Notes this commit's reference to a page the newer commit shares.
