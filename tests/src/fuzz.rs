@@ -238,7 +238,8 @@ pub fn open(data: &[u8]) {
 /// Small valid database files for the `open` target to mutate (`fuzz/seeds.rs` writes
 /// them to its corpus), named: 1 KiB pages; one to three tables; overflow values; deletes
 /// over several commits (a freelist); sealed by a clean close or not; unlogged Eventual
-/// commits, which write no freelist; and, with a 16-page
+/// commits, which write no freelist (from the first commit, or after a durable commit with
+/// a freelist that a writable open works their free set out from); and, with a 16-page
 /// commit log, durable commits that only the log holds (their pages lost to a power cut, or
 /// still in the file), which a writable open replays.
 ///
@@ -275,6 +276,32 @@ pub fn open_seeds() -> Result<Vec<(String, Vec<u8>)>, cairn_engine::Error> {
     fill(&db, 2, true, true)?;
     seeds.push((
         "seed-implied-free-set".to_owned(),
+        used_bytes(storage.to_vec()),
+    ));
+    drop(db);
+    // Without a log, unsealed, over a durable commit with a freelist: Eventual commits
+    // whose older pages and free set a writable open works out from the durable commit's
+    // trees and freelist (and a table dropped since, with its large value).
+    let storage = Arc::new(MemoryStorage::new()?);
+    let db = Database::builder()
+        .page_size(1024)
+        .log_size(0)
+        .with_storage(storage.clone(), true, None)?;
+    fill(&db, 3, true, true)?;
+    for k in 0u32..8 {
+        let mut w = db.begin_write()?;
+        w.set_durability(Durability::Eventual);
+        w.open_table("t0")?.insert(
+            &(k * 7).to_be_bytes(),
+            &vec![9; 20 + 300 * (k as usize % 5)],
+        )?;
+        if k == 4 {
+            w.drop_table("t2")?;
+        }
+        w.commit()?;
+    }
+    seeds.push((
+        "seed-implied-over-durable".to_owned(),
         used_bytes(storage.to_vec()),
     ));
     drop(db);
