@@ -277,6 +277,7 @@ pub fn salvage_storage(
         let (catalog, tables): (Vec<_>, Vec<_>) = orphans::orphans(&snapshot, &walk.seen)
             .into_iter()
             .partition(|o| o.catalog);
+        walk.refuse_older(orphans::free_pages(&snapshot).unwrap_or_default());
         // A root has no checksum of its own. Where a failed page still names it, its bytes
         // must match what that names: else the root or the reference is damaged. A leaf
         // root of a table is then not read (its keys stay in the range reported lost); a

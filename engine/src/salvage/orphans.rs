@@ -134,7 +134,7 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
 
 /// The pages of the snapshot's free set and its own pages, in page order, if the free set
 /// is recorded and verifies.
-fn free_pages(snap: &Snapshot) -> Option<Vec<u64>> {
+pub(super) fn free_pages(snap: &Snapshot) -> Option<Vec<u64>> {
     let s = snap.slot;
     if !s.records_freelist() {
         return None;
