@@ -1,7 +1,6 @@
 //! The integrity check: every page of a snapshot, re-read and re-verified, whatever the
 //! bytes. Problems are collected, never panicked on.
 
-use std::collections::HashSet;
 use std::fmt;
 
 use crate::btree::MAX_DEPTH;
@@ -9,6 +8,7 @@ use crate::format::{
     BranchPage, ChildRef, HEADER_LEN, Header, LeafPage, PageKind, TableMeta, ValueRef,
     decode_freelist, page_kind,
 };
+use crate::page_set::PageSet;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, verify};
 
 /// One thing wrong with the file.
@@ -47,7 +47,7 @@ impl CheckReport {
 /// How a page is used, to find pages used twice or not at all.
 struct Checker<'a> {
     snap: &'a Snapshot,
-    used: HashSet<u64>,
+    used: PageSet,
     report: CheckReport,
 }
 
@@ -303,10 +303,10 @@ impl Checker<'_> {
 /// The pages `snap`'s trees and commit log use, each checked as [`check`] checks it;
 /// `None` when a problem was found. (The header's copies and the freelist are not read:
 /// recovery asks this of a commit whose free set is every other page.)
-pub(crate) fn used_pages(snap: &Snapshot) -> Option<HashSet<u64>> {
+pub(crate) fn used_pages(snap: &Snapshot) -> Option<PageSet> {
     let mut c = Checker {
         snap,
-        used: HashSet::new(),
+        used: PageSet::new(snap.slot.page_count),
         report: CheckReport::default(),
     };
     c.log_and_trees();
@@ -317,7 +317,7 @@ pub(crate) fn used_pages(snap: &Snapshot) -> Option<HashSet<u64>> {
 pub(crate) fn check(snap: &Snapshot) -> CheckReport {
     let mut c = Checker {
         snap,
-        used: HashSet::new(),
+        used: PageSet::new(snap.slot.page_count),
         report: CheckReport::default(),
     };
     c.headers();
@@ -327,7 +327,7 @@ pub(crate) fn check(snap: &Snapshot) -> CheckReport {
     // every page no tree uses counts as free.)
     let free_recorded = snap.slot.records_freelist();
     for page in FIRST_DATA_PAGE..snap.slot.page_count {
-        if free_recorded && !c.used.contains(&page) {
+        if free_recorded && !c.used.contains(page) {
             c.problem(page, "leaked: neither referenced nor free");
         }
     }

@@ -41,6 +41,7 @@ mod info;
 mod lock;
 mod oplog;
 mod page_map;
+mod page_set;
 mod pager;
 mod poll;
 mod read_txn;

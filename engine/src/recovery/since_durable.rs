@@ -31,6 +31,7 @@ use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::format::{ChildRef, PageKind, Slot, decode_freelist, page_kind};
 use crate::freelist::FreeList;
+use crate::page_set::PageSet;
 use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet, verify};
 
 /// What a commit's pages since its durable commit say, noted during recovery's walk of
@@ -84,8 +85,8 @@ pub(super) struct Durable {
     slot: Slot,
     /// Its free pages, its freelist's run, its commit log: the pages below its end that
     /// its trees do not use.
-    unused: Pages,
-    gone: Pages,
+    unused: PageSet,
+    gone: PageSet,
     /// Its reference to each older page the newer commit points at, by page.
     met: HashMap<u64, Older>,
 }
@@ -131,7 +132,7 @@ impl Durable {
                     .map(|(first, count, _)| first..first.saturating_add(u64::from(count))),
             );
         }
-        let mut unused = Pages::new(d.page_count);
+        let mut unused = PageSet::new(d.page_count);
         for run in listed.iter().filter(|r| !r.is_empty()) {
             if run.start < FIRST_DATA_PAGE || run.end > d.page_count {
                 return refuse("a freelist outside its file");
@@ -141,7 +142,7 @@ impl Durable {
         Ok(Durable {
             slot: d,
             unused,
-            gone: Pages::new(d.page_count),
+            gone: PageSet::new(d.page_count),
             met: HashMap::new(),
         })
     }
@@ -164,7 +165,7 @@ impl Durable {
             snap: &dsnap,
             shared: since.older.iter().map(Older::page).collect(),
             met: HashMap::new(),
-            gone: Pages::new(self.slot.page_count),
+            gone: PageSet::new(self.slot.page_count),
         };
         if self.slot.catalog.page != 0 {
             walk.tree(self.slot.catalog, true, 0)?;
@@ -195,17 +196,17 @@ pub(super) fn implied_freelist(
         .and_then(|d| from_durable(snap, d, since).ok())
         .or_else(|| whole_walk(snap));
     let mut f = FreeList::with_pages(snap.slot.page_count);
-    for page in free.iter().flat_map(Pages::iter) {
+    for page in free.iter().flat_map(PageSet::iter) {
         f.wait(page, snap.slot.txid);
     }
     f
 }
 
 /// The free pages, found by walking every tree of the commit; `None` on damage.
-pub(super) fn whole_walk(snap: &Snapshot) -> Option<Pages> {
+pub(super) fn whole_walk(snap: &Snapshot) -> Option<PageSet> {
     let used = crate::check::used_pages(snap)?;
-    let mut free = Pages::new(snap.slot.page_count);
-    for page in (FIRST_DATA_PAGE..snap.slot.page_count).filter(|page| !used.contains(page)) {
+    let mut free = PageSet::new(snap.slot.page_count);
+    for page in (FIRST_DATA_PAGE..snap.slot.page_count).filter(|&page| !used.contains(page)) {
         free.set(page..page + 1);
     }
     Some(free)
@@ -213,7 +214,7 @@ pub(super) fn whole_walk(snap: &Snapshot) -> Option<Pages> {
 
 /// The free pages of `snap`'s commit, from its durable commit's, walked (see the
 /// module's comment).
-pub(super) fn from_durable(snap: &Snapshot, durable: &Durable, since: &Since) -> Result<Pages> {
+pub(super) fn from_durable(snap: &Snapshot, durable: &Durable, since: &Since) -> Result<PageSet> {
     let s = snap.slot;
     let refuse = |what: &str| Err(Error::corrupt(0, format!("implied free set: {what}")));
     if !since.proved_by(durable) {
@@ -227,7 +228,7 @@ pub(super) fn from_durable(snap: &Snapshot, durable: &Durable, since: &Since) ->
         return refuse("the durable commit's freelist lists a page of its trees");
     }
     let log = s.log_page..s.log_page.saturating_add(s.log_pages);
-    let mut free = Pages::new(s.page_count);
+    let mut free = PageSet::new(s.page_count);
     free.union(&durable.unused);
     free.union(&durable.gone);
     free.set(durable.slot.page_count..s.page_count);
@@ -248,7 +249,7 @@ struct Gone<'a> {
     /// those of them its trees reach.
     shared: HashSet<u64>,
     met: HashMap<u64, Older>,
-    gone: Pages,
+    gone: PageSet,
 }
 
 impl Gone<'_> {
@@ -290,66 +291,6 @@ impl Gone<'_> {
         }
         self.gone.set(first..end);
         Ok(())
-    }
-}
-
-/// A set of pages, one bit each, of a file of a given length.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Pages {
-    words: Vec<u64>,
-    page_count: u64,
-}
-
-impl Pages {
-    fn new(page_count: u64) -> Pages {
-        Pages {
-            words: vec![0; page_count.div_ceil(64) as usize],
-            page_count,
-        }
-    }
-
-    fn contains(&self, page: u64) -> bool {
-        page < self.page_count && self.words[(page / 64) as usize] & (1 << (page % 64)) != 0
-    }
-
-    /// Whether any of `pages` is in the set.
-    fn any(&self, pages: Range<u64>) -> bool {
-        (pages.start..pages.end.min(self.page_count)).any(|p| self.contains(p))
-    }
-
-    /// Adds `pages` (those inside the file).
-    fn set(&mut self, pages: Range<u64>) {
-        for page in pages.start..pages.end.min(self.page_count) {
-            self.words[(page / 64) as usize] |= 1 << (page % 64);
-        }
-    }
-
-    /// Removes `pages`.
-    fn clear(&mut self, pages: Range<u64>) {
-        for page in pages.start..pages.end.min(self.page_count) {
-            self.words[(page / 64) as usize] &= !(1 << (page % 64));
-        }
-    }
-
-    /// Adds every page of `other`, a set of a file no longer than this one's.
-    fn union(&mut self, other: &Pages) {
-        for (w, o) in self.words.iter_mut().zip(&other.words) {
-            *w |= o;
-        }
-    }
-
-    /// The pages in the set, in order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &word)| {
-            let mut w = word;
-            std::iter::from_fn(move || {
-                (w != 0).then(|| {
-                    let bit = u64::from(w.trailing_zeros());
-                    w &= w - 1;
-                    i as u64 * 64 + bit
-                })
-            })
-        })
     }
 }
 
@@ -498,7 +439,7 @@ mod tests {
         waiting.sort_unstable();
         assert_eq!(
             waiting,
-            free.iter().flat_map(Pages::iter).collect::<Vec<_>>()
+            free.iter().flat_map(PageSet::iter).collect::<Vec<_>>()
         );
         assert!(since.written.len() > 1);
         Ok(())
