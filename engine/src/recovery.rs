@@ -297,9 +297,8 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
                 };
                 Ok((freelist, since))
             })
-            .and_then(|freelist| {
+            .and_then(|(freelist, since)| {
                 let legacy = header.version < LOG_UNITS_VERSION;
-                let (freelist, since) = freelist;
                 let (tail, last) = log_cycle(storage, &slot, page_size, legacy, newest)?;
                 Ok((freelist, tail, last, since))
             });

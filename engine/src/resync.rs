@@ -116,12 +116,7 @@ pub(crate) fn rewrite(
             if let NewPage::Older(_) = kind {
                 return Ok(());
             }
-            for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
-                // A copy: the bytes are the file's own, seen through its map.
-                let copy = chunk.to_vec();
-                storage.write(page * p + (i * CHUNK) as u64, &copy)?;
-            }
-            Ok(())
+            write_copy(storage, page * p, bytes)
         },
     );
     written.map_err(|e| match e {
@@ -139,6 +134,17 @@ pub(crate) fn rewrite(
     })
 }
 
+/// Writes `bytes`, the file's own seen through its map, at `offset`: a copy at a time, of
+/// at most [`CHUNK`] bytes.
+fn write_copy(storage: &dyn Storage, offset: u64, bytes: &[u8]) -> Result<()> {
+    for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+        // (The copy is the point: the map's bytes are the file's, which the write changes.)
+        let copy = chunk.to_vec();
+        storage.write(offset + (i * CHUNK) as u64, &copy)?;
+    }
+    Ok(())
+}
+
 /// Writes again, from what the process reads, the `runs` of pages of `snap` (those an
 /// opening verified as written since the durable commit: see [`rewrite`]).
 pub(crate) fn write_again(
@@ -148,14 +154,9 @@ pub(crate) fn write_again(
 ) -> Result<()> {
     let p = snap.page_size as u64;
     for run in runs {
-        let len = usize::try_from((run.end - run.start).saturating_mul(p))
+        let len = usize::try_from(run.end.saturating_sub(run.start).saturating_mul(p))
             .map_err(|_| Error::corrupt(run.start, "run out of range"))?;
-        let bytes = snap.raw(run.start, len)?;
-        for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
-            // A copy: the bytes are the file's own, seen through its map.
-            let copy = chunk.to_vec();
-            storage.write(run.start * p + (i * CHUNK) as u64, &copy)?;
-        }
+        write_copy(storage, run.start * p, snap.raw(run.start, len)?)?;
     }
     Ok(())
 }

@@ -18,8 +18,9 @@ pub(crate) enum NewPage {
     Overflow,
     /// A tree page or overflow run written at or before the durable commit that a newer
     /// page points at, by this reference: not descended into (what a newer commit shares
-    /// with it). Checked against it only when [`walk`] is asked to; the bytes are then
-    /// the page, or the run's header and value, else what the page's header says.
+    /// with it). Checked against it only when [`walk`] is asked to: the bytes are then
+    /// the page, or the run's header and value; else the page, or the run's header, as
+    /// read, or none for a page taken for older without reading it.
     Older(Older),
 }
 
@@ -64,8 +65,8 @@ pub(crate) type Visit<'v> = dyn FnMut(u64, NewPage, &[u8]) -> Result<()> + 'v;
 
 /// Hands `visit` every page of `snap` written after commit `durable_txid`, checked against
 /// the checksum that points at it: the freelist run, the tree pages newer than that commit
-/// (each child of those is checked too, and older ones not descended into), and the newer
-/// overflow runs of their values; and the older pages and runs those point at, as
+/// (older ones not descended into), and the newer overflow runs of their values; and the
+/// older pages and runs those point at, as
 /// [`NewPage::Older`], checked as `older` says. `visit` gets the first page, what it is,
 /// and the bytes.
 ///
