@@ -4,7 +4,7 @@
 
 use super::references::{Reference, references};
 use crate::error::{Error, Result};
-use crate::format::{ChildRef, OVERFLOW_HEADER, OverflowRef, PageKind, page_kind, page_txid};
+use crate::format::{ChildRef, OVERFLOW_HEADER, OverflowRef, PageKind, Slot, page_kind, page_txid};
 use crate::pager::{Snapshot, verify};
 
 /// What a page handed to the visitor of [`walk`] is.
@@ -79,14 +79,7 @@ pub(crate) fn walk(
     visit: &mut Visit<'_>,
 ) -> Result<()> {
     let s = snap.slot;
-    if s.freelist_page != 0 && s.records_freelist() {
-        let len = usize::try_from(s.freelist_len)
-            .map_err(|_| Error::corrupt(s.freelist_page, "freelist length out of range"))?;
-        let bytes = snap.raw(s.freelist_page, len)?;
-        verify(s.freelist_page, bytes, s.freelist_crc)?;
-        if page_kind(bytes) != Some(PageKind::Freelist) {
-            return Err(Error::corrupt(s.freelist_page, "expected a freelist page"));
-        }
+    if let Some(bytes) = freelist_run(snap, &s)? {
         visit(s.freelist_page, NewPage::Freelist, bytes)?;
     }
     if s.catalog.page != 0 {
@@ -99,6 +92,23 @@ pub(crate) fn walk(
         walk.tree(s.catalog, true, 0)?;
     }
     Ok(())
+}
+
+/// The freelist run `slot` names, read from `snap`'s file and checked; `None` when it
+/// names none (or keeps its free set in memory or implied).
+pub(super) fn freelist_run<'a>(snap: &'a Snapshot, slot: &Slot) -> Result<Option<&'a [u8]>> {
+    if slot.freelist_page == 0 || !slot.records_freelist() {
+        return Ok(None);
+    }
+    let page = slot.freelist_page;
+    let len = usize::try_from(slot.freelist_len)
+        .map_err(|_| Error::corrupt(page, "freelist length out of range"))?;
+    let bytes = snap.raw(page, len)?;
+    verify(page, bytes, slot.freelist_crc)?;
+    if page_kind(bytes) != Some(PageKind::Freelist) {
+        return Err(Error::corrupt(page, "expected a freelist page"));
+    }
+    Ok(Some(bytes))
 }
 
 struct Walk<'a, 'v> {

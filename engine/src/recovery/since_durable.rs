@@ -37,14 +37,14 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::new_pages::{NewPage, Older};
+use super::new_pages::{NewPage, Older, freelist_run};
 use super::references::{Reference, references};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::format::{ChildRef, PageKind, Slot, decode_freelist, page_kind};
+use crate::format::{ChildRef, Slot, decode_freelist};
 use crate::freelist::FreeList;
 use crate::page_set::PageSet;
-use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet, verify};
+use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 
 /// What a commit's pages since its durable commit say, noted during recovery's walk of
 /// them (`new_pages::walk`, told to leave the older pages to the caller).
@@ -129,14 +129,8 @@ impl Durable {
             d.freelist_run(p),
             d.log_page..d.log_page.saturating_add(d.log_pages),
         ];
-        if d.freelist_page != 0 {
-            let len = usize::try_from(d.freelist_len)
-                .map_err(|_| Error::corrupt(d.freelist_page, "freelist length out of range"))?;
-            let bytes = snap.raw(d.freelist_page, len)?;
-            verify(d.freelist_page, bytes, d.freelist_crc)?;
-            if page_kind(bytes) != Some(PageKind::Freelist) {
-                return Err(Error::corrupt(d.freelist_page, "expected a freelist page"));
-            }
+        // (Read from the newer commit's file: the durable one's run lies inside it.)
+        if let Some(bytes) = freelist_run(snap, &d)? {
             let runs = decode_freelist(bytes)
                 .ok_or_else(|| Error::corrupt(d.freelist_page, "freelist length mismatch"))?;
             listed.extend(
@@ -312,6 +306,7 @@ mod tests {
 
     use super::super::{read_header, read_slots, verify_commit};
     use super::*;
+    use crate::format::{PageKind, page_kind};
     use crate::storage::{FaultyStorage, MemoryStorage, Storage};
     use crate::{Database, Durability};
 
