@@ -274,10 +274,15 @@ pub fn salvage_storage(
     {
         // Parts of the catalog first: the tables they name are orphans too, and come
         // back under their names when walked from there.
-        let (catalog, tables): (Vec<_>, Vec<_>) = orphans::orphans(&snapshot, &walk.seen)
-            .into_iter()
-            .partition(|o| o.catalog);
-        walk.refuse_older(orphans::free_pages(&snapshot).unwrap_or_default());
+        // (Only where the free set is recorded and verifies: a free page may hold an older
+        // version of a page.)
+        let free = orphans::free_pages(&snapshot);
+        let found = free
+            .as_deref()
+            .map(|free| orphans::orphans(&snapshot, &walk.seen, free))
+            .unwrap_or_default();
+        let (catalog, tables): (Vec<_>, Vec<_>) = found.into_iter().partition(|o| o.catalog);
+        walk.refuse_older(free.unwrap_or_default());
         // A root has no checksum of its own. Where a failed page still names it, its bytes
         // must match what that names: else the root or the reference is damaged. A leaf
         // root of a table is then not read (its keys stay in the range reported lost); a

@@ -385,8 +385,7 @@ mod tests {
         assert_eq!(Some(&free), whole_walk(&snap).as_ref());
         // (Pages freed by the drop, and by the commits' copies, among them.)
         assert!(free.iter().count() > 20, "{}", free.iter().count());
-        // No page the commit uses is read but those it wrote and the durable commit's
-        // that it does not share.
+        // (The durable commit's walk met pages the newer commit no longer uses.)
         assert!(proof.gone.iter().count() > 0);
         Ok(())
     }

@@ -53,12 +53,9 @@ pub(super) struct Orphan {
 }
 
 /// The subtrees no walked page leads to, in page order; `seen` holds the tree pages the
-/// walk visited (those that failed too). Empty when the snapshot's free set is not
-/// recorded or does not verify.
-pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
-    let Some(free) = free_pages(snap) else {
-        return Vec::new();
-    };
+/// walk visited (those that failed too), `free` the snapshot's free set ([`free_pages`]:
+/// the caller searches only where it is recorded and verifies).
+pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>, free: &[u64]) -> Vec<Orphan> {
     let s = snap.slot;
     let mut accounted: HashSet<u64> = free.iter().copied().collect();
     accounted.extend(s.log_page..s.log_page.saturating_add(s.log_pages));
@@ -103,7 +100,7 @@ pub(super) fn orphans(snap: &Snapshot, seen: &HashSet<u64>) -> Vec<Orphan> {
             }
         }
     }
-    let names = older_names(snap, &free);
+    let names = older_names(snap, free);
     found
         .into_iter()
         .filter(|page| !children.contains(page))
