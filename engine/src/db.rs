@@ -19,6 +19,7 @@ use crate::{CheckReport, Stats};
 
 mod builder;
 pub(crate) mod opening_pin;
+mod opening_seal;
 mod private_copy;
 
 pub use builder::Builder;
@@ -218,7 +219,7 @@ impl Inner {
     /// Gives the newest commit, when its free set is only in the writer's memory (a logged
     /// commit), a freelist: encoded into a run taken from the set, and named by a copy of
     /// its slot, which becomes the newest snapshot (the caller writes the slot and syncs).
-    fn record_free_set(&self, ws: &mut WriterState) -> Result<()> {
+    pub(crate) fn record_free_set(&self, ws: &mut WriterState) -> Result<()> {
         let latest = self.state().latest.clone();
         if latest.slot.records_freelist() {
             return Ok(());

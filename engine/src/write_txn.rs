@@ -49,6 +49,32 @@ pub struct WriteTxn {
     pub(crate) savepoints: Vec<crate::savepoint::Saved>,
 }
 
+impl Inner {
+    /// Makes the freed pages that no one can need any more reusable: those freed by a
+    /// commit N once no reader is older, here or in another process (where a failed look
+    /// reuses nothing), and N is durable — except pages written since the last durable
+    /// commit, which no recovery path needs.
+    pub(crate) fn release_freed(&self, ws: &mut WriterState) {
+        let oldest_reader = {
+            let state = self.state();
+            self.oldest_reader(&state)
+                .map_or(u64::MAX, |(txid, _)| txid)
+        };
+        let mut readers = oldest_reader.min(ws.next_txid);
+        // (One system call; none when no freed page waits.)
+        if let Some(file) = self.lock_file.as_ref()
+            && ws.freelist.any_waiting()
+        {
+            readers = match crate::lock::oldest_pinned(file, readers) {
+                Ok(pinned) => pinned.map_or(readers, |p| p.min(readers)),
+                Err(_) => 0,
+            };
+        }
+        ws.freelist.release(ws.durable_txid.min(readers));
+        ws.freelist.release_young(readers);
+    }
+}
+
 impl WriteTxn {
     pub(crate) fn new(inner: Arc<Inner>) -> Result<WriteTxn> {
         let ws = inner.take_writer()?;
@@ -67,30 +93,8 @@ impl WriteTxn {
 
     /// The write transaction on `ws`, the writer state this thread has taken.
     fn with_writer(inner: Arc<Inner>, mut ws: WriterState) -> WriteTxn {
-        let (base, oldest_reader) = {
-            let state = inner.state();
-            (
-                state.latest.clone(),
-                inner
-                    .oldest_reader(&state)
-                    .map_or(u64::MAX, |(txid, _)| txid),
-            )
-        };
-        // Pages freed by commit N are reusable once no reader is older, here or in another
-        // process (where a failed look reuses nothing), and N is durable — except pages
-        // written since the last durable commit, which no recovery path needs.
-        let mut readers = oldest_reader.min(ws.next_txid);
-        // (One system call; none when no freed page waits.)
-        if let Some(file) = inner.lock_file.as_ref()
-            && ws.freelist.any_waiting()
-        {
-            readers = match crate::lock::oldest_pinned(file, readers) {
-                Ok(pinned) => pinned.map_or(readers, |p| p.min(readers)),
-                Err(_) => 0,
-            };
-        }
-        ws.freelist.release(ws.durable_txid.min(readers));
-        ws.freelist.release_young(readers);
+        let base = inner.state().latest.clone();
+        inner.release_freed(&mut ws);
         let ops = (ws.log.pages > 0).then(|| OpLog::new(ws.log.capacity(inner.page_size)));
         // The transaction works on the free set in place; a rollback undoes its changes.
         let mut freelist = std::mem::take(&mut ws.freelist);

@@ -50,8 +50,13 @@ struct Tally {
     /// they replayed the same log (or, not replaying, a state never committed), or, opened
     /// from a file, other than the same bytes in memory.
     read_only_wrong: usize,
-    /// Second power cuts right after an opening that replayed (everything it wrote
-    /// synced), or in the middle of it, whose file did not open at the same state.
+    /// Cuts whose reopening wrote the commit it opened again as its own durable commit
+    /// (without replaying: it named an older durable commit; since the forty-seventh
+    /// session).
+    sealed: usize,
+    /// Second power cuts right after an opening (everything it wrote synced), or in the
+    /// middle of it, whose file did not open at the same state or did not pass `check`.
+    /// (Until the forty-seventh session only after openings that replayed.)
     second_cut_wrong: usize,
     /// Openings whose file did not record the commit log's size the life asked for at
     /// creation (every slot records it since the forty-fourth session).
@@ -277,28 +282,33 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
             tally.log_limit_wrong += 1;
         }
     }
-    // Opening commits only to apply the commit log.
+    // Opening commits only to apply the commit log; without one to apply, it may write
+    // the commit it opened again, as its own durable commit.
     let replayed = db.io_stats().commits > 0;
     tally.replayed += usize::from(replayed);
-    if replayed && !lie {
+    let reopened_image = reopened.to_vec();
+    tally.sealed += usize::from(!replayed && reopened_image != image);
+    if !lie {
         // A second cut now (the opening synced what it wrote): the same state again, not
         // the log's records applied a second time. (A disk that lied may hold damage the
         // first opening did not read, which the second may meet.)
-        let second = open_image(&reopened.to_vec(), false).and_then(|again| {
-            Ok(again.io_stats().commits == 0 && contents(&again)? == contents(&db)?)
+        let second = open_image(&reopened_image, false).and_then(|again| {
+            Ok(again.io_stats().commits == 0
+                && contents(&again)? == contents(&db)?
+                && again.check()?.is_ok())
         });
         if !matches!(second, Ok(true)) {
-            eprintln!("seed {seed}: a second cut after the replay: {second:?}");
+            eprintln!("seed {seed}: a second cut after the opening: {second:?}");
             tally.second_cut_wrong += 1;
         }
-        // A power cut in the middle of that replay (after any of its first 60 writes and
+        // A power cut in the middle of that opening (after any of its first 60 writes and
         // syncs): the next opening reaches the same state.
         let during = cut_during_opening(&image, seed, rng.random_range(0..60)).and_then(|cut| {
             let again = open_image(&cut, false)?;
-            Ok(contents(&again)? == contents(&db)?)
+            Ok(contents(&again)? == contents(&db)? && again.check()?.is_ok())
         });
         if !matches!(during, Ok(true)) {
-            eprintln!("seed {seed}: a cut during the replay: {during:?}");
+            eprintln!("seed {seed}: a cut during the opening: {during:?}");
             tally.second_cut_wrong += 1;
         }
     }
@@ -391,6 +401,10 @@ fn power_cuts_never_lose_acknowledged_commits_nor_mix_states() -> Result<(), Err
     assert!(
         tally.replayed > 0,
         "some cuts left commits only the log held"
+    );
+    assert!(
+        tally.sealed > 0,
+        "some openings sealed the commit they recovered"
     );
     assert!(tally.spilled > 0, "some transactions spilled pages");
     assert!(

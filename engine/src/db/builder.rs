@@ -363,6 +363,9 @@ impl Builder {
                 })?;
             }
             txn.commit()?;
+        } else if !self.read_only && !self.withhold_free {
+            // (A private copy, read-only once opened, has nothing to gain from it.)
+            db.inner.seal_opened()?;
         }
         if let Some(every) = self.eventual_sync.flatten()
             && !self.read_only

@@ -11,9 +11,9 @@
 //! page that should be newer but whose write a power cut lost reads as older, and fails).
 //!
 //! One exception: the newer commit may have been made durable since its slot was
-//! written (an opening syncs the commit it opened without rewriting its slot), and the
-//! pages it no longer uses reused by later commits that failed before their slot was
-//! written. Its own pages stay whole (they are in use), but the durable commit's walk
+//! written (a writer's sync keeps the slot as it was; until the forty-seventh session an
+//! opening's did too, which now seals it: `db/opening_seal.rs`), and the pages it no
+//! longer uses reused by later commits that failed before their slot was written. Its own pages stay whole (they are in use), but the durable commit's walk
 //! then meets a page that does not verify, proves nothing, and the opening reads every
 //! older page's header instead. (Counted once over 1,000 power cuts of `crash.rs`, whose
 //! openings verify a commit newer than its durable one about 6,000 times: 1,055 were
