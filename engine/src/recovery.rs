@@ -18,10 +18,12 @@ use crate::storage::Storage;
 
 mod log_tail;
 pub(crate) mod new_pages;
+mod proven_durable;
 mod references;
 mod since_durable;
 pub(crate) use log_tail::{log_cycle, log_tail};
 use new_pages::{CheckOlder, NewPage};
+use proven_durable::proves_durable;
 use since_durable::{Durable, Since, implied_freelist};
 
 /// The state a file opened at.
@@ -289,7 +291,12 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
         );
         let accepted = check_log_run(&slot, page_size)
             // (The other slot holds the durable commit, which no later commit overwrites.)
-            .and_then(|()| verify_commit(&snapshot, other(&slot)))
+            .and_then(|()| {
+                let durable_by = other(&slot)
+                    .filter(|o| (writable || alone) && proves_durable(o, &slot))
+                    .map_or(slot.durable_txid, |_| slot.txid);
+                verify_commit(&snapshot, other(&slot), durable_by)
+            })
             .and_then(|(free, since, durable)| {
                 let freelist = match writable && slot.free_set_implied() {
                     true => implied_freelist(&snapshot, durable.as_ref(), &since),
@@ -408,46 +415,46 @@ pub(crate) fn check_log_run(slot: &Slot, page_size: usize) -> Result<()> {
 /// commits' trees when the other slot holds it.
 type Verified = (Vec<FreeRun>, Since, Option<Durable>);
 
-/// Checks every page written since the slot's last durable commit, following the
-/// checksums down from the slot, and every older page those point at, unless the durable
-/// commit (`other`, the other slot's, when it is that one) points at it under the same
-/// checksum (`since_durable.rs`).
-fn verify_commit(snap: &Snapshot, other: Option<Slot>) -> Result<Verified> {
+/// Checks every page written since commit `durable_by` (the slot's last durable commit,
+/// or itself when the other slot proves it durable), following the checksums down from
+/// the slot, and every older page those point at, unless the durable commit (`other`,
+/// the other slot's, when it is that one) points at it under the same checksum
+/// (`since_durable.rs`).
+fn verify_commit(snap: &Snapshot, other: Option<Slot>, durable_by: u64) -> Result<Verified> {
     let durable = other
-        .filter(|_| snap.slot.durable_txid < snap.slot.txid)
+        .filter(|d| durable_by < snap.slot.txid && d.txid == durable_by)
         .and_then(|d| Durable::read(snap, d).ok());
     if let Some(mut durable) = durable {
         let uses = |page| durable.uses(page);
-        let (entries, since) = walk_since(snap, CheckOlder::ByCaller(Some(&uses)))?;
+        let (entries, since) = walk_since(snap, durable_by, CheckOlder::ByCaller(Some(&uses)))?;
         if durable.walk(snap, &since).is_ok() && since.proved_by(&durable) {
             return Ok((entries, since, Some(durable)));
         }
         // (A durable commit that does not verify, or whose freelist does not match its
         // trees, proves nothing: every older page's header is read instead.)
     }
-    let (entries, since) = walk_since(snap, CheckOlder::ByCaller(None))?;
+    let (entries, since) = walk_since(snap, durable_by, CheckOlder::ByCaller(None))?;
     since.check_older(snap)?;
     Ok((entries, since, None))
 }
 
-/// The pages written since the slot's last durable commit, checked, and the older ones
-/// they point at, as `older` says; and the freelist's runs, if it names one.
-fn walk_since(snap: &Snapshot, older: CheckOlder<'_>) -> Result<(Vec<FreeRun>, Since)> {
+/// The pages written since commit `durable_by`, checked, and the older ones they point
+/// at, as `older` says; and the freelist's runs, if it names one.
+fn walk_since(
+    snap: &Snapshot,
+    durable_by: u64,
+    older: CheckOlder<'_>,
+) -> Result<(Vec<FreeRun>, Since)> {
     let mut entries = Vec::new();
     let mut since = Since::default();
-    new_pages::walk(
-        snap,
-        snap.slot.durable_txid,
-        older,
-        &mut |page, kind, bytes| {
-            if kind == NewPage::Freelist {
-                entries = decode_freelist(bytes)
-                    .ok_or_else(|| Error::corrupt(page, "freelist length mismatch"))?;
-            }
-            since.note(page, kind, bytes, snap.page_size);
-            Ok(())
-        },
-    )?;
+    new_pages::walk(snap, durable_by, older, &mut |page, kind, bytes| {
+        if kind == NewPage::Freelist {
+            entries = decode_freelist(bytes)
+                .ok_or_else(|| Error::corrupt(page, "freelist length mismatch"))?;
+        }
+        since.note(page, kind, bytes, snap.page_size);
+        Ok(())
+    })?;
     Ok((entries, since))
 }
 

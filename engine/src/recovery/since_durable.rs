@@ -377,7 +377,7 @@ mod tests {
     fn the_free_set_from_the_durable_commit_is_the_whole_walks() -> Result<()> {
         let storage = MemoryStorage::from_bytes(&killed_after_eventual_commits()?)?;
         let (snap, durable) = newest_and_durable(&storage)?;
-        let (_, since, proof) = verify_commit(&snap, Some(durable))?;
+        let (_, since, proof) = verify_commit(&snap, Some(durable), snap.slot.durable_txid)?;
         let Some(proof) = proof else {
             panic!("the durable commit proved nothing");
         };
@@ -395,7 +395,7 @@ mod tests {
     -> Result<()> {
         let mut image = killed_after_eventual_commits()?;
         let (snap, durable) = newest_and_durable(&MemoryStorage::from_bytes(&image)?)?;
-        let (_, since, _) = verify_commit(&snap, Some(durable))?;
+        let (_, since, _) = verify_commit(&snap, Some(durable), snap.slot.durable_txid)?;
         // A leaf written since the durable commit, lost: zeros where it should be.
         let lost = since
             .written
@@ -406,7 +406,7 @@ mod tests {
         image[lost as usize * 1024..][..1024].fill(0);
         let storage = MemoryStorage::from_bytes(&image)?;
         let (snap, durable) = newest_and_durable(&storage)?;
-        assert!(verify_commit(&snap, Some(durable)).is_err());
+        assert!(verify_commit(&snap, Some(durable), snap.slot.durable_txid).is_err());
         let opened = super::super::open(&storage, true, true)?;
         assert_eq!(opened.snapshot.slot.txid, durable.txid);
         Ok(())
@@ -417,7 +417,7 @@ mod tests {
     -> Result<()> {
         let mut image = killed_after_eventual_commits()?;
         let (snap, durable) = newest_and_durable(&MemoryStorage::from_bytes(&image)?)?;
-        let Some(proof) = verify_commit(&snap, Some(durable))?.2 else {
+        let Some(proof) = verify_commit(&snap, Some(durable), snap.slot.durable_txid)?.2 else {
             panic!("the durable commit proved nothing");
         };
         // A tree page of the durable commit that the newer one no longer uses (the runs
@@ -435,7 +435,7 @@ mod tests {
         image[page as usize * 1024 + 1020] ^= 1;
         let storage = MemoryStorage::from_bytes(&image)?;
         let (snap, durable) = newest_and_durable(&storage)?;
-        let (_, since, proof) = verify_commit(&snap, Some(durable))?;
+        let (_, since, proof) = verify_commit(&snap, Some(durable), snap.slot.durable_txid)?;
         assert!(proof.is_none());
         let free = whole_walk(&snap);
         assert!(free.as_ref().is_some_and(|f| f.contains(page)));
