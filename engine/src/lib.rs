@@ -38,6 +38,8 @@ mod format;
 mod freelist;
 mod group;
 mod info;
+#[cfg(test)]
+mod killed_writer;
 mod lock;
 mod oplog;
 mod page_map;

@@ -68,20 +68,17 @@ mod tests {
     use std::sync::Arc;
 
     use crate::format::Slot;
+    use crate::killed_writer::KilledWriter;
     use crate::recovery::{read_header, read_slots};
-    use crate::storage::{FaultyStorage, MemoryStorage, Storage};
+    use crate::storage::{MemoryStorage, Storage};
     use crate::{Database, Durability, Result};
 
     /// A killed writer's file without a commit log: a durable load, then `eventual`
     /// commits that each change a few keys, Eventual (which write no freelist) or
     /// Immediate (which do).
     fn killed_writer(durability: Durability) -> Result<Vec<u8>> {
-        let storage = FaultyStorage::new(11)?;
-        let db = Database::builder()
-            .page_size(1024)
-            .log_size(0)
-            .eventual_sync(None)
-            .with_storage(storage.clone(), true, None)?;
+        let writer = KilledWriter::new(11, 0)?;
+        let db = &writer.db;
         let mut w = db.begin_write()?;
         w.create_table("t")?;
         let mut t = w.open_table("t")?;
@@ -97,9 +94,7 @@ mod tests {
             t.remove(&(i * 4111 % 3000).to_be_bytes())?;
             w.commit()?;
         }
-        let image = storage.live_image();
-        std::mem::forget(db);
-        Ok(image)
+        Ok(writer.kill())
     }
 
     /// Both slots of the file in `storage`, newest first.

@@ -31,10 +31,11 @@ mod tests {
     use std::sync::Arc;
 
     use crate::format::{PageKind, Slot, page_kind};
+    use crate::killed_writer::KilledWriter;
     use crate::pager::{Snapshot, VerifiedSet};
     use crate::recovery::new_pages::{CheckOlder, NewPage, walk};
     use crate::recovery::{read_header, read_slots};
-    use crate::storage::{FaultyStorage, MemoryStorage, Storage};
+    use crate::storage::{MemoryStorage, Storage};
     use crate::{Database, Durability, Error, Result};
 
     fn key(i: u32) -> [u8; 4] {
@@ -47,12 +48,8 @@ mod tests {
         log_size: u64,
         puts: impl Iterator<Item = (u32, Vec<u8>, Durability)>,
     ) -> Result<Vec<u8>> {
-        let storage = FaultyStorage::new(5)?;
-        let db = Database::builder()
-            .page_size(1024)
-            .log_size(log_size)
-            .eventual_sync(None)
-            .with_storage(storage.clone(), true, None)?;
+        let writer = KilledWriter::new(5, log_size)?;
+        let db = &writer.db;
         let mut w = db.begin_write()?;
         w.create_table("t")?;
         let mut t = w.open_table("t")?;
@@ -66,9 +63,7 @@ mod tests {
             w.open_table("t")?.insert(&key(k), &value)?;
             w.commit()?;
         }
-        let image = storage.live_image();
-        std::mem::forget(db);
-        Ok(image)
+        Ok(writer.kill())
     }
 
     /// 200 durable puts over the loaded keys, one of a value larger than the commit log

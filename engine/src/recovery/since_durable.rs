@@ -306,21 +306,18 @@ mod tests {
 
     use super::super::{read_header, read_slots, verify_commit};
     use super::*;
+    use crate::Durability;
     use crate::format::{PageKind, page_kind};
-    use crate::storage::{FaultyStorage, MemoryStorage, Storage};
-    use crate::{Database, Durability};
+    use crate::killed_writer::KilledWriter;
+    use crate::storage::{MemoryStorage, Storage};
 
     /// A killed writer's file on 1 KiB pages without a commit log: a durable load of two
     /// tables (one of values past a page), then Eventual commits, which log nothing, that
     /// insert and remove keys, add and remove large values, create a table, drop one and
     /// make it again.
     fn killed_after_eventual_commits() -> Result<Vec<u8>> {
-        let storage = FaultyStorage::new(7)?;
-        let db = Database::builder()
-            .page_size(1024)
-            .log_size(0)
-            .eventual_sync(None)
-            .with_storage(storage.clone(), true, None)?;
+        let writer = KilledWriter::new(7, 0)?;
+        let db = &writer.db;
         let mut w = db.begin_write()?;
         w.create_table("a")?;
         w.create_table("b")?;
@@ -352,9 +349,7 @@ mod tests {
             }
             w.commit()?;
         }
-        let image = storage.live_image();
-        std::mem::forget(db);
-        Ok(image)
+        Ok(writer.kill())
     }
 
     /// The newest commit of `image` (its free set implied) and the other slot's.
