@@ -68,10 +68,17 @@ impl PageSet {
         }
     }
 
-    /// Adds every page of `other`, a set of a file no longer than this one's.
+    /// Adds every page of `other` inside this set's file.
     pub fn union(&mut self, other: &PageSet) {
         for (w, o) in self.words.iter_mut().zip(&other.words) {
             *w |= o;
+        }
+        // (A longer file's pages past this one's end, in its last word, stay out.)
+        let tail = self.page_count % 64;
+        if let Some(last) = self.words.last_mut()
+            && tail != 0
+        {
+            *last &= (1 << tail) - 1;
         }
     }
 
@@ -113,5 +120,12 @@ mod tests {
         t.union(&s);
         assert_eq!(t.iter().count(), 11);
         assert!(!t.contains(400));
+        let mut short = PageSet::new(66);
+        short.union(&t);
+        assert_eq!(
+            short.iter().collect::<Vec<_>>(),
+            [0, 60, 61, 65],
+            "a longer set's pages past the end stay out"
+        );
     }
 }

@@ -295,7 +295,7 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
                 let durable_by = other(&slot)
                     .filter(|o| (writable || alone) && proves_durable(o, &slot))
                     .map_or(slot.durable_txid, |_| slot.txid);
-                verify_commit(&snapshot, other(&slot), durable_by)
+                verify_commit(&snapshot, other(&slot), durable_by, len)
             })
             .and_then(|(free, since, durable)| {
                 let freelist = match writable && slot.free_set_implied() {
@@ -420,10 +420,15 @@ type Verified = (Vec<FreeRun>, Since, Option<Durable>);
 /// the slot, and every older page those point at, unless the durable commit (`other`,
 /// the other slot's, when it is that one) points at it under the same checksum
 /// (`since_durable.rs`).
-fn verify_commit(snap: &Snapshot, other: Option<Slot>, durable_by: u64) -> Result<Verified> {
+fn verify_commit(
+    snap: &Snapshot,
+    other: Option<Slot>,
+    durable_by: u64,
+    len: u64,
+) -> Result<Verified> {
     let durable = other
         .filter(|d| durable_by < snap.slot.txid && d.txid == durable_by)
-        .and_then(|d| Durable::read(snap, d).ok());
+        .and_then(|d| Durable::read(snap, d, len).ok());
     if let Some(mut durable) = durable {
         let uses = |page| durable.uses(page);
         let (entries, since) = walk_since(snap, durable_by, CheckOlder::ByCaller(Some(&uses)))?;
