@@ -34,16 +34,23 @@ impl Inner {
         self.sync_with(ws)?;
         let latest = self.state().latest.slot;
         if latest.durable_txid < latest.txid {
-            let sealed = Slot {
-                durable_txid: latest.txid,
-                ..latest
-            };
-            let other = 1 - ws.durable_slot;
-            let at = other as u64 * self.page_size as u64 + SLOT_OFFSET as u64;
-            self.storage.write(at, &sealed.encode())?;
-            self.sync_counted()?;
+            self.write_sealed(ws, latest)?;
         }
         Ok(())
+    }
+
+    /// Writes a copy of `slot`, the newest commit's, durable already, that records itself
+    /// as durable into the slot beside the durable one, and syncs; returns the copy.
+    pub(crate) fn write_sealed(&self, ws: &WriterState, slot: Slot) -> Result<Slot> {
+        let sealed = Slot {
+            durable_txid: slot.txid,
+            ..slot
+        };
+        let other = 1 - ws.durable_slot;
+        let at = other as u64 * self.page_size as u64 + SLOT_OFFSET as u64;
+        self.storage.write(at, &sealed.encode())?;
+        self.sync_counted()?;
+        Ok(sealed)
     }
 }
 

@@ -14,7 +14,6 @@
 
 use crate::db::{Inner, WriterState};
 use crate::error::Result;
-use crate::format::{SLOT_OFFSET, Slot};
 use crate::pager::Snapshot;
 
 impl Inner {
@@ -42,15 +41,8 @@ impl Inner {
             self.sync_counted()?;
         }
         let latest = self.state().latest.clone();
-        let sealed = Slot {
-            durable_txid: latest.slot.txid,
-            ..latest.slot
-        };
-        let other = 1 - ws.durable_slot;
-        let at = other as u64 * self.page_size as u64 + SLOT_OFFSET as u64;
-        self.storage.write(at, &sealed.encode())?;
-        self.sync_counted()?;
-        ws.durable_slot = other;
+        let sealed = self.write_sealed(ws, latest.slot)?;
+        ws.durable_slot = 1 - ws.durable_slot;
         ws.freelist.settle(true);
         // (So that closing finds nothing left to seal.)
         self.publish(Snapshot::new(
