@@ -432,11 +432,16 @@ fn verify_commit(
     if let Some(mut durable) = durable {
         let uses = |page| durable.uses(page);
         let (entries, since) = walk_since(snap, durable_by, CheckOlder::ByCaller(Some(&uses)))?;
-        if durable.walk(snap, &since).is_ok() && since.proved_by(&durable) {
-            return Ok((entries, since, Some(durable)));
+        if durable.walk(snap, &since).is_ok() {
+            // (The older pages it does not prove, under pages of it that no longer verify
+            // or that it does not point at, are read and checked. Until the forty-seventh
+            // session one such page sent the opening to read every older page.)
+            since.check_unproved(snap, &durable)?;
+            let complete = durable.complete && since.proved_by(&durable);
+            return Ok((entries, since, complete.then_some(durable)));
         }
-        // (A durable commit that does not verify, or whose freelist does not match its
-        // trees, proves nothing: every older page's header is read instead.)
+        // (A durable commit whose trees reach a page twice proves nothing: every older
+        // page's header is read instead.)
     }
     let (entries, since) = walk_since(snap, durable_by, CheckOlder::ByCaller(None))?;
     since.check_older(snap)?;

@@ -87,6 +87,21 @@ impl Since {
             .iter()
             .all(|o| durable.met.get(&o.page()) == Some(o))
     }
+
+    /// Checks each older page the commit points at that `durable`'s trees do not point at
+    /// under the same checksum (the others are proved).
+    pub(super) fn check_unproved(&self, snap: &Snapshot, durable: &Durable) -> Result<()> {
+        for older in &self.older {
+            if durable.met.get(&older.page()) == Some(older) {
+                continue;
+            }
+            match *older {
+                Older::Tree(r) => drop(snap.page(r)?),
+                Older::Overflow(o) => drop(snap.overflow(o)?),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The durable commit's side: the pages its trees do not use, as its freelist says; and
@@ -101,6 +116,9 @@ pub(super) struct Durable {
     gone: PageSet,
     /// Its reference to each older page the newer commit points at, by page.
     met: HashMap<u64, Older>,
+    /// Whether its walk read every page of its trees down to what the newer commit
+    /// shares (else `gone` is not all of them).
+    pub complete: bool,
 }
 
 impl Durable {
@@ -159,6 +177,7 @@ impl Durable {
             unused,
             gone: PageSet::new(d.page_count),
             met: HashMap::new(),
+            complete: false,
         })
     }
 
@@ -168,7 +187,11 @@ impl Durable {
     }
 
     /// Walks its trees down to the pages `since` says the newer commit shares, each page
-    /// on the way verified. An error when one does not verify, or is reached twice.
+    /// on the way verified. A page that does not verify is not descended into (one the
+    /// newer commit does not use, reused since the newer commit was made durable and a
+    /// later commit failed: the pages the newer commit shares are in use, never reused,
+    /// so what the rest of the walk meets still proves them); an error when one is
+    /// reached twice.
     pub(super) fn walk(&mut self, snap: &Snapshot, since: &Since) -> Result<()> {
         let dsnap = Snapshot::new(
             self.slot,
@@ -181,12 +204,14 @@ impl Durable {
             shared: since.older.iter().map(Older::page).collect(),
             met: HashMap::new(),
             gone: PageSet::new(self.slot.page_count),
+            complete: true,
         };
         if self.slot.catalog.page != 0 {
             walk.tree(self.slot.catalog, true, 0)?;
         }
         self.gone = walk.gone;
         self.met = walk.met;
+        self.complete = walk.complete;
         Ok(())
     }
 }
@@ -265,6 +290,8 @@ struct Gone<'a> {
     shared: HashSet<u64>,
     met: HashMap<u64, Older>,
     gone: PageSet,
+    /// Whether every page reached verified.
+    complete: bool,
 }
 
 impl Gone<'_> {
@@ -277,7 +304,15 @@ impl Gone<'_> {
         }
         self.claim(r.page, 1)?;
         let snap = self.snap;
-        references(snap.tree_page(r)?, r.page, catalog, &mut |to| match to {
+        let page = match snap.tree_page(r) {
+            Ok(page) => page,
+            Err(Error::Corruption { .. }) => {
+                self.complete = false;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        references(page, r.page, catalog, &mut |to| match to {
             Reference::Child(child) => self.tree(child, catalog, depth + 1),
             Reference::Table(root) => self.tree(root, false, 0),
             Reference::Overflow(o) if self.shared.contains(&o.page) => {
@@ -469,7 +504,7 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_page_of_the_durable_commit_leaves_the_whole_walk_to_find_the_free_set()
+    fn a_damaged_page_of_the_durable_commit_leaves_the_whole_walk_to_find_the_free_set_and_the_rest_of_its_proof()
     -> Result<()> {
         let mut image = killed_after_eventual_commits()?;
         let storage = MemoryStorage::from_bytes(&image)?;
@@ -508,6 +543,19 @@ mod tests {
             free.iter().flat_map(PageSet::iter).collect::<Vec<_>>()
         );
         assert!(since.written.len() > 1);
+        // What the durable commit's walk met elsewhere still proves; the older pages it did
+        // not meet are read and checked: a new page whose write was lost is found.
+        let lost = since
+            .written
+            .iter()
+            .map(|r| r.start)
+            .rfind(|&p| p != snap.slot.catalog.page)
+            .ok_or_else(|| Error::corrupt(0, "nothing written"))?;
+        image[lost as usize * 1024..][..1024].fill(0);
+        let storage = MemoryStorage::from_bytes(&image)?;
+        let (snap, durable) = newest_and_durable(&storage)?;
+        let verified = verify_commit(&snap, Some(durable), snap.slot.durable_txid, storage.len());
+        assert!(verified.is_err(), "the lost page went unnoticed");
         Ok(())
     }
 }
