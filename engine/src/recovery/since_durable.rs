@@ -476,6 +476,19 @@ mod tests {
         Ok(())
     }
 
+    /// Zeroes in `image` (1 KiB pages) the last page the newer commit `snap` wrote since
+    /// its durable one, other than its catalog root: a write a power cut lost.
+    fn lose_a_new_page(image: &mut [u8], snap: &Snapshot, since: &Since) -> Result<()> {
+        let lost = since
+            .written
+            .iter()
+            .map(|r| r.start)
+            .rfind(|&page| page != snap.slot.catalog.page)
+            .ok_or_else(|| Error::corrupt(0, "nothing written"))?;
+        image[lost as usize * 1024..][..1024].fill(0);
+        Ok(())
+    }
+
     #[test]
     fn a_new_page_whose_write_was_lost_is_found_though_the_durable_commit_proves_the_rest()
     -> Result<()> {
@@ -484,14 +497,7 @@ mod tests {
         let (snap, durable) = newest_and_durable(&storage)?;
         let (_, since, _) =
             verify_commit(&snap, Some(durable), snap.slot.durable_txid, storage.len())?;
-        // A leaf written since the durable commit, lost: zeros where it should be.
-        let lost = since
-            .written
-            .iter()
-            .map(|r| r.start)
-            .rfind(|&page| page != snap.slot.catalog.page)
-            .ok_or_else(|| Error::corrupt(0, "nothing written"))?;
-        image[lost as usize * 1024..][..1024].fill(0);
+        lose_a_new_page(&mut image, &snap, &since)?;
         let storage = MemoryStorage::from_bytes(&image)?;
         let (snap, durable) = newest_and_durable(&storage)?;
         assert!(
@@ -544,13 +550,7 @@ mod tests {
         assert!(since.written.len() > 1);
         // What the durable commit's walk met elsewhere still proves; the older pages it did
         // not meet are read and checked: a new page whose write was lost is found.
-        let lost = since
-            .written
-            .iter()
-            .map(|r| r.start)
-            .rfind(|&p| p != snap.slot.catalog.page)
-            .ok_or_else(|| Error::corrupt(0, "nothing written"))?;
-        image[lost as usize * 1024..][..1024].fill(0);
+        lose_a_new_page(&mut image, &snap, &since)?;
         let storage = MemoryStorage::from_bytes(&image)?;
         let (snap, durable) = newest_and_durable(&storage)?;
         let verified = verify_commit(&snap, Some(durable), snap.slot.durable_txid, storage.len());
