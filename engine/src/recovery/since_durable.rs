@@ -411,17 +411,28 @@ mod tests {
         ))
     }
 
+    /// The free set of `snap`'s commit from its durable one, which must prove it, checked
+    /// against the whole walk's; and the durable commit's side.
+    fn proved_free_set(
+        storage: &dyn Storage,
+        snap: &Snapshot,
+        durable: Slot,
+    ) -> Result<(PageSet, Durable)> {
+        let (_, since, proof) =
+            verify_commit(snap, Some(durable), snap.slot.durable_txid, storage.len())?;
+        let Some(proof) = proof else {
+            panic!("the durable commit proved nothing");
+        };
+        let free = from_durable(snap, &proof, &since)?;
+        assert_eq!(Some(&free), whole_walk(snap).as_ref());
+        Ok((free, proof))
+    }
+
     #[test]
     fn the_free_set_from_the_durable_commit_is_the_whole_walks() -> Result<()> {
         let storage = MemoryStorage::from_bytes(&killed_after_eventual_commits()?)?;
         let (snap, durable) = newest_and_durable(&storage)?;
-        let (_, since, proof) =
-            verify_commit(&snap, Some(durable), snap.slot.durable_txid, storage.len())?;
-        let Some(proof) = proof else {
-            panic!("the durable commit proved nothing");
-        };
-        let free = from_durable(&snap, &proof, &since)?;
-        assert_eq!(Some(&free), whole_walk(&snap).as_ref());
+        let (free, proof) = proved_free_set(&storage, &snap, durable)?;
         // (Pages freed by the drop, and by the commits' copies, among them.)
         assert!(free.iter().count() > 20, "{}", free.iter().count());
         // (The durable commit's walk met pages the newer commit no longer uses.)
@@ -466,13 +477,7 @@ mod tests {
             "{durable:?} {:?}",
             snap.slot
         );
-        let (_, since, proof) =
-            verify_commit(&snap, Some(durable), snap.slot.durable_txid, storage.len())?;
-        let Some(proof) = proof else {
-            panic!("the durable commit proved nothing");
-        };
-        let free = from_durable(&snap, &proof, &since)?;
-        assert_eq!(Some(&free), whole_walk(&snap).as_ref());
+        proved_free_set(&storage, &snap, durable)?;
         Ok(())
     }
 
