@@ -176,6 +176,11 @@ impl Inner {
         self.reader_slots.published();
     }
 
+    /// The commit the oldest read transaction of this process reads; `u64::MAX` for none.
+    pub fn oldest_reader_txid(&self, state: &State) -> u64 {
+        self.oldest_reader(state).map_or(u64::MAX, |(txid, _)| txid)
+    }
+
     /// The oldest snapshot a read transaction of this process reads, and for how long.
     pub fn oldest_reader(&self, state: &State) -> Option<(u64, std::time::Duration)> {
         match (state.readers.oldest(), self.reader_slots.oldest()) {

@@ -51,15 +51,10 @@ pub struct WriteTxn {
 
 impl Inner {
     /// Makes the freed pages that no one can need any more reusable: those freed by a
-    /// commit N once no reader is older, here or in another process (where a failed look
-    /// reuses nothing), and N is durable — except pages written since the last durable
-    /// commit, which no recovery path needs.
-    pub(crate) fn release_freed(&self, ws: &mut WriterState) {
-        let oldest_reader = {
-            let state = self.state();
-            self.oldest_reader(&state)
-                .map_or(u64::MAX, |(txid, _)| txid)
-        };
+    /// commit N once no reader is older (`oldest_reader` in this process, else any in
+    /// another, where a failed look reuses nothing), and N is durable — except pages
+    /// written since the last durable commit, which no recovery path needs.
+    pub(crate) fn release_freed(&self, ws: &mut WriterState, oldest_reader: u64) {
         let mut readers = oldest_reader.min(ws.next_txid);
         // (One system call; none when no freed page waits.)
         if let Some(file) = self.lock_file.as_ref()
@@ -93,8 +88,11 @@ impl WriteTxn {
 
     /// The write transaction on `ws`, the writer state this thread has taken.
     fn with_writer(inner: Arc<Inner>, mut ws: WriterState) -> WriteTxn {
-        let base = inner.state().latest.clone();
-        inner.release_freed(&mut ws);
+        let (base, oldest_reader) = {
+            let state = inner.state();
+            (state.latest.clone(), inner.oldest_reader_txid(&state))
+        };
+        inner.release_freed(&mut ws, oldest_reader);
         let ops = (ws.log.pages > 0).then(|| OpLog::new(ws.log.capacity(inner.page_size)));
         // The transaction works on the free set in place; a rollback undoes its changes.
         let mut freelist = std::mem::take(&mut ws.freelist);

@@ -364,8 +364,16 @@ impl Builder {
             }
             txn.commit()?;
         } else if !self.read_only && !self.withhold_free {
-            // (A private copy, read-only once opened, has nothing to gain from it.)
-            db.inner.seal_opened()?;
+            // (A private copy, read-only once opened, has nothing to gain from it.) The seal
+            // only spares later openings work: when it fails (a full disk, say), the file is
+            // as the crash left it, which every opening handles, and the error waits for
+            // the next `Database::sync`, as the background sync's do.
+            if let Err(e) = db.inner.seal_opened() {
+                *db.inner
+                    .background_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(e);
+            }
         }
         if let Some(every) = self.eventual_sync.flatten()
             && !self.read_only

@@ -35,7 +35,8 @@ impl Inner {
         if !self.state().latest.slot.records_freelist() {
             // The free set goes to pages free now; those the older durable commit used
             // among them may be overwritten: the opened commit is durable already.
-            self.release_freed(ws);
+            let oldest_reader = self.oldest_reader_txid(&self.state());
+            self.release_freed(ws, oldest_reader);
             self.record_free_set(ws)?;
             // (The freelist is on the disk before a slot that counts on it.)
             self.sync_counted()?;
@@ -62,7 +63,7 @@ mod tests {
     use crate::format::Slot;
     use crate::killed_writer::KilledWriter;
     use crate::recovery::{read_header, read_slots};
-    use crate::storage::{MemoryStorage, Storage};
+    use crate::storage::{FaultyStorage, MemoryStorage, Storage};
     use crate::{Database, Durability, Result};
 
     /// A killed writer's file without a commit log: a durable load, then `eventual`
@@ -97,6 +98,15 @@ mod tests {
         Ok(slots.into_iter().map(|(s, _)| s).collect())
     }
 
+    /// The table's entries.
+    fn entries(db: &Database) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let r = db.begin_read()?;
+        let t = r.open_table("t")?;
+        t.iter()?
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect()
+    }
+
     /// What an opening read: the table's entries and the free pages.
     type Read = (Vec<(Vec<u8>, Vec<u8>)>, u64);
 
@@ -105,13 +115,7 @@ mod tests {
     fn opened_and_killed(image: &[u8]) -> Result<(Vec<u8>, Read)> {
         let storage = Arc::new(MemoryStorage::from_bytes(image)?);
         let db = Database::builder().with_storage(storage.clone(), false, None)?;
-        let r = db.begin_read()?;
-        let rows = r
-            .open_table("t")?
-            .iter()?
-            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-            .collect::<Result<Vec<_>>>()?;
-        drop(r);
+        let rows = entries(&db)?;
         let free = db.stats()?.free_pages;
         std::mem::forget(db);
         Ok((storage.to_vec(), (rows, free)))
@@ -160,6 +164,64 @@ mod tests {
             )?;
             let report = db.check()?;
             assert!(report.is_ok(), "{durability:?}: {:?}", report.problems);
+        }
+        Ok(())
+    }
+
+    /// An I/O error in the seal (any of its last operations: the freelist's write, the
+    /// syncs, the slot's write) does not fail the opening: the next `sync` reports it, the
+    /// database works, and the file reopens at the same commit, whole.
+    #[test]
+    fn a_seal_that_fails_leaves_the_opening_standing() -> Result<()> {
+        let image = killed_writer(Durability::Eventual)?;
+        // The store with `image` synced on it, and the database opened there, its
+        // operation `fail_at` (counted from the opening's first) failing; and how many
+        // operations came before the opening.
+        let on_faulty = |fail_at: Option<u64>| -> Result<(Arc<FaultyStorage>, Database, u64)> {
+            let storage = FaultyStorage::new(3)?;
+            storage.resize(image.len() as u64)?;
+            storage.write(0, &image)?;
+            storage.sync()?;
+            let ops = storage.operations();
+            if let Some(n) = fail_at {
+                storage.fail_at(ops + n);
+            }
+            let db = Database::builder().with_storage(storage.clone(), false, None)?;
+            Ok((storage, db, ops))
+        };
+        // (The operations of a clean opening, its seal's last: four with a free set to
+        // record.)
+        let (storage, db, before) = on_faulty(None)?;
+        let expected = entries(&db)?;
+        let all = storage.operations() - before;
+        std::mem::forget(db);
+        for n in all - 3..=all {
+            let (storage, db, _) = on_faulty(Some(n))?;
+            assert!(
+                db.sync().is_err(),
+                "operation {n}: the seal's error is reported"
+            );
+            db.sync()?;
+            assert_eq!(entries(&db)?, expected, "operation {n}");
+            let mut w = db.begin_write()?;
+            w.open_table("t")?.insert(b"after", b"1")?;
+            w.commit()?;
+            let image = storage.power_cut();
+            std::mem::forget(db);
+            let db = Database::builder().with_storage(
+                Arc::new(MemoryStorage::from_bytes(&image)?),
+                false,
+                None,
+            )?;
+            let r = db.begin_read()?;
+            assert_eq!(
+                r.open_table("t")?.get(b"after")?,
+                Some(&b"1"[..]),
+                "operation {n}"
+            );
+            drop(r);
+            let report = db.check()?;
+            assert!(report.is_ok(), "operation {n}: {:?}", report.problems);
         }
         Ok(())
     }
