@@ -1,6 +1,6 @@
 //! The database handle: the shared state of readers and the writer, and syncing. Opening
 //! and creating are in `db/builder.rs`; the pieces of a read-only opening in
-//! `db/opening_pin.rs` and `db/private_copy.rs`.
+//! `db/opening_alone.rs`, `db/opening_pin.rs` and `db/private_copy.rs`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,6 +18,7 @@ use crate::writer_slot::WriterSlot;
 use crate::{CheckReport, Stats};
 
 mod builder;
+pub(crate) mod opening_alone;
 pub(crate) mod opening_pin;
 mod opening_seal;
 mod private_copy;

@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{Database, Durability, Inner, LogState, State, WriterState, opening_pin, private_copy};
+use super::{
+    Database, Durability, Inner, LogState, State, WriterState, opening_alone, opening_pin,
+    private_copy,
+};
 use crate::error::{Error, Result};
 use crate::format::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use crate::recovery;
@@ -251,7 +254,12 @@ impl Builder {
             (Some(file), true) => opening_pin::pin_newest(storage.as_ref(), file),
             _ => None,
         };
-        let alone = !self.read_only || !lock_file.as_ref().is_some_and(crate::lock::writer_alive);
+        // Read-only, no writer can start while this is held (`db/opening_alone.rs`).
+        let held = match (&lock_file, self.read_only) {
+            (Some(file), true) => opening_alone::alone(file),
+            _ => None,
+        };
+        let alone = !self.read_only || lock_file.is_none() || held.is_some();
         let opened = recovery::open(storage.as_ref(), !self.read_only, alone);
         if let (Some(txid), Some(file)) = (pinned, &lock_file) {
             opening_pin::unpin(file, txid);
@@ -269,19 +277,19 @@ impl Builder {
         // Read-only, the log is applied to a private copy; while a writer process holds the
         // file, its slots are current (it writes a commit's slot before its record) and the
         // log is its business.
-        if self.read_only
-            && !log.is_empty()
-            && !lock_file.as_ref().is_some_and(crate::lock::writer_alive)
-        {
+        if self.read_only && !log.is_empty() && alone {
             let page_size = opened.snapshot.page_size;
+            // (The copy pins what it reads: a writer may start from here on.)
+            drop(held);
             return private_copy::open(self, storage, path, lock_file, page_size);
         }
-        // Beside a writer process the slots are live: a refusal then was a race, not
-        // damage, and the readers need not skip the slot.
-        let rejected = if lock_file.as_ref().is_some_and(crate::lock::writer_alive) {
-            Vec::new()
-        } else {
+        drop(held);
+        // Beside a writer the slots are live: a refusal then was a race, not damage, and
+        // the readers need not skip the slot.
+        let rejected = if alone {
             std::mem::take(&mut opened.rejected)
+        } else {
+            Vec::new()
         };
         let slot = opened.snapshot.slot;
         let page_size = opened.snapshot.page_size;

@@ -77,8 +77,9 @@ mod tests {
     fn a_writer_cannot_reuse_the_pages_a_read_only_opening_verifies() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("busy.cairn");
-        // No commit log: the writer's commits stay out of the log a read-only opening
-        // would apply (a writer in this process is not seen as alive).
+        // No commit log: each commit rewrites the pages in place of a record (until the
+        // forty-eighth session a writer in this process was not seen as alive, and a
+        // read-only opening beside it applied its log to a private copy).
         let writer = Database::builder().log_size(0).create(&path)?;
         let mut w = writer.begin_write()?;
         w.create_table("t")?;
