@@ -107,15 +107,9 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
     }
     // What a read-only opening finds (it reads, and writes nothing), pinning the commit it
     // verifies against a writer beside it as the opening does.
-    let pinned = crate::db::opening_pin::pin_newest(&storage, &pin_file);
-    let held = crate::db::opening_alone::alone(&pin_file);
-    let unapplied_commits = crate::recovery::open(&storage, false, held.is_some())
-        .ok()
-        .map(|opened| opened.log.len() as u64);
+    let (opened, held) = crate::db::opening_alone::recover(&storage, true, Some(&pin_file));
     drop(held);
-    if let Some(txid) = pinned {
-        crate::db::opening_pin::unpin(&pin_file, txid);
-    }
+    let unapplied_commits = opened.ok().map(|opened| opened.log.len() as u64);
     Ok(FileInfo {
         len,
         format_version: header.version,

@@ -3,7 +3,9 @@
 //!
 //! - the writer's exclusive `flock` on the whole file keeps a second writer out;
 //! - the writer also holds a POSIX write lock on one byte far past any data, so that a
-//!   process refused by the `flock` can ask the kernel who holds the file;
+//!   process refused by the `flock` can ask the kernel who holds the file (for its error
+//!   message only: the kernel drops the lock when the writer's process closes any
+//!   descriptor of the file);
 //! - a reader in another process holds a shared open-file-description lock on byte
 //!   `READERS + txid` for each snapshot it reads, and the writer asks the kernel for the
 //!   lowest such byte before reusing pages (docs/design.md#readers-in-other-processes).
@@ -157,13 +159,33 @@ pub(crate) fn lock_exclusive(file: &File, path: &Path, timeout: Duration) -> Res
     }
 }
 
-/// Whether another process holds `file` for writing.
+/// Whether a writer holds `file`: its exclusive `flock`, in any process (this one too),
+/// through any open file of it. Asks by taking a shared one on `file` (which holds none)
+/// and letting it go: a writer starting that moment retries its own within its timeout.
+/// Where the file system refuses `flock`, asks for the writer's POSIX byte instead.
+///
+/// Until the forty-eighth session this asked for the POSIX byte alone, which the kernel
+/// drops whenever the writer's process closes any descriptor of the file (a read-only
+/// handle it opened and dropped, say), and never reports to the process holding it.
 pub(crate) fn writer_alive(file: &File) -> bool {
+    match file.try_lock_shared() {
+        Ok(()) => {
+            // (Failing to unlock keeps writers out until `file` closes.)
+            let _ = file.unlock();
+            false
+        }
+        Err(TryLockError::WouldBlock) => true,
+        Err(TryLockError::Error(_)) => writer_byte_held(file),
+    }
+}
+
+/// Whether another process holds the writer's POSIX byte of `file`.
+pub(crate) fn writer_byte_held(file: &File) -> bool {
     let mut probe = range(libc::F_WRLCK, WRITER_BYTE, 1);
     fcntl(file, FcntlArg::F_GETLK(&mut probe)).is_ok() && i32::from(probe.l_type) != libc::F_UNLCK
 }
 
-/// Whether another process holds `file` for writing: `Some` with its process id, where
+/// Whether a writer holds `file` ([`writer_alive`]): `Some` with its process id, where
 /// the kernel tells.
 pub(crate) fn writer_holding(file: &File) -> Option<Option<u32>> {
     writer_alive(file).then(|| writer_pid(file))

@@ -292,9 +292,18 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
         let accepted = check_log_run(&slot, page_size)
             // (The other slot holds the durable commit, which no later commit overwrites.)
             .and_then(|()| {
-                let durable_by = other(&slot)
-                    .filter(|o| (writable || alone) && proves_durable(o, &slot))
-                    .map_or(slot.durable_txid, |_| slot.txid);
+                // Beside a live writer (read-only, not alone) the newest commit is the
+                // writer's, whole in the page cache whether a sync followed or not, and it
+                // is taken as a following reader's `begin_read` takes it: nothing since
+                // its durable commit is verified, and no page of the older commit is read
+                // (only the newest is pinned: the writer may have given the older one's
+                // pages back to the file system, and a read of one through the map was a
+                // SIGBUS until the forty-eighth session).
+                let durable_by = match other(&slot) {
+                    _ if !writable && !alone => slot.txid,
+                    Some(o) if proves_durable(&o, &slot) => slot.txid,
+                    _ => slot.durable_txid,
+                };
                 verify_commit(&snapshot, other(&slot), durable_by, len)
             })
             .and_then(|(free, since, durable)| {

@@ -263,3 +263,54 @@ fn a_later_writer_keeps_an_older_snapshot(dies: bool) -> Result<(), Error> {
     assert_eq!(snapshot_round(&reader), Ok(10));
     Ok(())
 }
+
+const HOLDER_ROLE: &str = "CAIRN_TWO_PROCESSES_HOLDER";
+
+/// The child of the test below: opens the file for writing, opens and drops a read-only
+/// handle on it besides (closing its descriptors), says so, and holds the file until its
+/// standard input closes.
+#[test]
+fn holder_child() -> Result<(), Error> {
+    let Ok(path) = std::env::var(HOLDER_ROLE) else {
+        return Ok(());
+    };
+    let db = Database::open(&path)?;
+    drop(Database::builder().read_only(true).open(&path)?);
+    println!("holding");
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+    db.close()
+}
+
+/// Closing any descriptor of a file drops its process's POSIX locks on it, so once the
+/// writer's process had closed a read-only handle's, other processes asking for the
+/// writer's POSIX byte found no writer (until the forty-eighth session): salvage read the
+/// file beside the live writer. Whether a writer holds the file is now its `flock`.
+#[test]
+fn a_writer_that_closed_another_handle_is_still_seen() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("held.cairn");
+    create_at_round_zero(&path, None)?;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["--exact", "holder_child", "--nocapture", "--test-threads=1"])
+        .env(HOLDER_ROLE, &path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    // (The test harness prints the test's name and then its output on the same line.)
+    let mut out = child.stdout.take().map(std::io::BufReader::new);
+    let holding = out.as_mut().is_some_and(|out| {
+        std::io::BufRead::lines(out)
+            .map_while(Result::ok)
+            .any(|line| line.ends_with("holding"))
+    });
+    let salvaged = cairn_engine::salvage(&path, &mut |_| Ok(()));
+    let refused = matches!(salvaged, Err(Error::Locked { .. }));
+    drop(child.stdin.take());
+    if let Some(out) = out.as_mut() {
+        std::io::Read::read_to_end(out, &mut Vec::new())?;
+    }
+    let status = child.wait()?;
+    assert!(holding && status.success(), "the child held the file");
+    assert!(refused, "salvage beside the writer: {salvaged:?}");
+    Ok(())
+}

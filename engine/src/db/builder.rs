@@ -9,8 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{
-    Database, Durability, Inner, LogState, State, WriterState, opening_alone, opening_pin,
-    private_copy,
+    Database, Durability, Inner, LogState, State, WriterState, opening_alone, private_copy,
 };
 use crate::error::{Error, Result};
 use crate::format::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
@@ -248,22 +247,11 @@ impl Builder {
             inner: storage,
             counters: counters.clone(),
         });
-        // Read-only beside a writer in another process, the commit recovery verifies is
-        // pinned while it does.
-        let pinned = match (&lock_file, self.read_only) {
-            (Some(file), true) => opening_pin::pin_newest(storage.as_ref(), file),
-            _ => None,
-        };
-        // Read-only, no writer can start while this is held (`db/opening_alone.rs`).
-        let held = match (&lock_file, self.read_only) {
-            (Some(file), true) => opening_alone::alone(file),
-            _ => None,
-        };
+        // Read-only, the commit recovery verifies is pinned while it does, and no writer
+        // can start while `held` is (`db/opening_alone.rs`).
+        let (opened, held) =
+            opening_alone::recover(storage.as_ref(), self.read_only, lock_file.as_ref());
         let alone = !self.read_only || lock_file.is_none() || held.is_some();
-        let opened = recovery::open(storage.as_ref(), !self.read_only, alone);
-        if let (Some(txid), Some(file)) = (pinned, &lock_file) {
-            opening_pin::unpin(file, txid);
-        }
         let mut opened = opened?;
         let log = std::mem::take(&mut opened.log);
         // The commit that applies the log's records takes the last one's id: the records

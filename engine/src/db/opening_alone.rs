@@ -15,8 +15,22 @@
 //! exclusive one for as long as it is open (in any process, through any open file), so
 //! the shared one is refused beside it, and while the opening holds it no writer can
 //! start (one that tries waits its lock timeout, retrying every 10 ms).
+//!
+//! Beside a writer, what recovery reads may change under it: a commit that grows the
+//! file after its length was taken leaves slots that ask for more bytes than it saw (an
+//! error, `Truncated`), say. An opening that fails there begins again while the file's
+//! length or slots have moved since it began ([`recover`]).
 
 use std::fs::File;
+
+use super::opening_pin;
+use crate::error::Result;
+use crate::format::Slot;
+use crate::recovery::{self, Opened};
+use crate::storage::Storage;
+
+/// How often an opening beside a writer begins again while the writer changes the file.
+const MAX_TRIES: usize = 20;
 
 /// A shared `flock` on the file, let go when dropped.
 #[derive(Debug)]
@@ -31,9 +45,47 @@ pub(crate) fn alone(file: &File) -> Option<Alone> {
         Ok(()) => Some(Alone(own)),
         Err(std::fs::TryLockError::WouldBlock) => None,
         Err(std::fs::TryLockError::Error(_)) => {
-            (!crate::lock::writer_alive(file)).then_some(Alone(own))
+            (!crate::lock::writer_byte_held(file)).then_some(Alone(own))
         }
     }
+}
+
+/// Recovery for an opening (`read_only`, of the file `file` when it is one): the commit
+/// it opens, and the shared lock when it has the file to itself. Read-only, the newest
+/// commit is pinned while recovery reads it (`opening_pin.rs`); beside a writer, a
+/// failure while the writer changed the file begins again.
+pub(crate) fn recover(
+    storage: &dyn Storage,
+    read_only: bool,
+    file: Option<&File>,
+) -> (Result<Opened>, Option<Alone>) {
+    let Some(file) = file.filter(|_| read_only) else {
+        return (recovery::open(storage, !read_only, true), None);
+    };
+    let mut tries = 1;
+    loop {
+        let pinned = opening_pin::pin_newest(storage, file);
+        let held = alone(file);
+        let before = moment(storage);
+        let opened = recovery::open(storage, false, held.is_some());
+        if let Some(txid) = pinned {
+            opening_pin::unpin(file, txid);
+        }
+        if opened.is_ok() || held.is_some() || tries == MAX_TRIES {
+            return (opened, held);
+        }
+        if storage.refresh().is_err() || moment(storage) == before {
+            return (opened, held);
+        }
+        tries += 1;
+    }
+}
+
+/// The file's length and the slots it holds, as far as they read.
+fn moment(storage: &dyn Storage) -> Option<(u64, Vec<Slot>)> {
+    let page_size = recovery::read_header(storage).ok()?.page_size as usize;
+    let (slots, _) = recovery::read_slots(storage, page_size).ok()?;
+    Some((storage.len(), slots.into_iter().map(|(s, _)| s).collect()))
 }
 
 impl Drop for Alone {
@@ -103,6 +155,113 @@ mod tests {
             Some(&b"three"[..]),
             "follows the writer"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn beside_a_writer_the_opening_reads_no_page_of_an_older_commit() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("shrinking.cairn");
+        let writer = Builder::default()
+            .page_size(1024)
+            .log_size(16 << 10)
+            .create(&path)?;
+        let mut w = writer.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        put(&writer, b"one")?;
+        // A durable commit puts a table's pages at the file's end; the newest commit
+        // frees them, and its slot names that one as durable.
+        let mut w = writer.begin_write()?;
+        w.create_table("bulk")?;
+        let mut bulk = w.open_table("bulk")?;
+        for i in 0u32..4_000 {
+            bulk.insert(&i.to_be_bytes(), &[1; 100])?;
+        }
+        w.commit()?;
+        let mut w = writer.begin_write()?;
+        w.set_durability(crate::Durability::Eventual);
+        w.drop_table("bulk")?;
+        w.commit()?;
+        let before = std::fs::metadata(&path)?.len();
+        // While the opening verifies, the writer makes that durable and gives the pages
+        // back to the file system: a read of one through the map is a SIGBUS.
+        let busy = Mutex::new(Some(writer.clone()));
+        let storage = Hooked::new(
+            FileStorage::new(std::fs::File::open(&path)?)?,
+            move |call| {
+                if call != Call::Region {
+                    return Ok(());
+                }
+                if let Some(writer) = busy.lock().map(|mut w| w.take()).ok().flatten() {
+                    writer.sync().map_err(std::io::Error::other)?;
+                    put(&writer, b"two").map_err(std::io::Error::other)?;
+                    writer.compact().map_err(std::io::Error::other)?;
+                }
+                Ok(())
+            },
+        );
+        let ro = Builder::default().read_only(true).build(
+            Arc::new(storage),
+            false,
+            Some(path.clone()),
+            Some(std::fs::File::open(&path)?),
+            None,
+        )?;
+        let after = std::fs::metadata(&path)?.len();
+        assert!(
+            after < before / 4,
+            "the writer cut the file: {before} -> {after}"
+        );
+        assert_eq!(value(&ro)?.as_deref(), Some(&b"two"[..]));
+        assert!(ro.check()?.is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn beside_a_writer_that_grows_the_file_the_opening_tries_again() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("growing.cairn");
+        let writer = Builder::default().page_size(1024).create(&path)?;
+        let mut w = writer.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        put(&writer, b"one")?;
+        // Once the opening has taken the file's length, the writer grows it and both
+        // slots name commits past that length.
+        let busy = Mutex::new(Some(writer.clone()));
+        let storage = Hooked::new(
+            FileStorage::new(std::fs::File::open(&path)?)?,
+            move |call| {
+                if !matches!(call, Call::Read(offset) if offset < 2048) {
+                    return Ok(());
+                }
+                if let Some(writer) = busy.lock().map(|mut w| w.take()).ok().flatten() {
+                    let grow = |writer: &Database, n: u32| -> Result<()> {
+                        let mut w = writer.begin_write()?;
+                        let mut t = w.open_table("t")?;
+                        for i in 0..2_000u32 {
+                            t.insert(&(n * 10_000 + i).to_be_bytes(), &[2; 100])?;
+                        }
+                        t.insert(b"k", b"two")?;
+                        w.commit()
+                    };
+                    grow(&writer, 1)
+                        .and_then(|()| grow(&writer, 2))
+                        .map_err(std::io::Error::other)?;
+                }
+                Ok(())
+            },
+        );
+        let ro = Builder::default().read_only(true).build(
+            Arc::new(storage),
+            false,
+            Some(path.clone()),
+            Some(std::fs::File::open(&path)?),
+            None,
+        )?;
+        assert_eq!(value(&ro)?.as_deref(), Some(&b"two"[..]));
+        assert_eq!(ro.begin_read()?.open_table("t")?.len(), 4_001);
         Ok(())
     }
 

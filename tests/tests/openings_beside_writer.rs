@@ -1,0 +1,238 @@
+//! Read-only openings, over and over, beside a busy writer: threads of the writer's own
+//! process and a second process open the file, read a few snapshots and check them, and
+//! drop it, while the writer commits small transactions, puts and removes large values,
+//! rolls back, syncs and compacts online.
+//!
+//! Every snapshot must hold the same total over table `t` (each transaction moves amounts
+//! between keys), every large value must be whole, `check()` must pass, and no opening
+//! may fail or open a private copy (the log is the live writer's). Until the forty-eighth
+//! session, openings here opened private copies, died of a SIGBUS reading an older
+//! commit's page the writer had cut from the file, and failed with `Truncated` when the
+//! writer grew the file under them.
+//!
+//! `CAIRN_OPENING_SECONDS` sets how long the writer runs (3 s by default); the second
+//! process is this test binary again, selected by an environment variable.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use cairn_engine::{Database, Durability, Error};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const KEYS: u64 = 200;
+const EACH: u64 = 1_000;
+const ROLE: &str = "CAIRN_OPENINGS_BESIDE_WRITER";
+
+fn seconds() -> u64 {
+    std::env::var("CAIRN_OPENING_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+}
+
+/// An amount under a key: 8 bytes, then padding that changes with each write.
+fn amount(value: &[u8]) -> Result<u64, String> {
+    value
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| format!("short value: {} bytes", value.len()))
+}
+
+fn with_padding(amount: u64, pad: u8) -> Vec<u8> {
+    let mut v = amount.to_be_bytes().to_vec();
+    v.resize(48, pad);
+    v
+}
+
+/// Checks one snapshot of `db`: the total over `t`, and every large value whole.
+fn check_snapshot(db: &Database) -> Result<(), String> {
+    let read = db.begin_read().map_err(|e| format!("begin_read: {e}"))?;
+    let t = read.open_table("t").map_err(|e| e.to_string())?;
+    let (mut total, mut keys) = (0, 0);
+    for entry in t.iter().map_err(|e| e.to_string())? {
+        let (_, v) = entry.map_err(|e| e.to_string())?;
+        total += amount(v)?;
+        keys += 1;
+    }
+    if (keys, total) != (KEYS, KEYS * EACH) {
+        return Err(format!(
+            "commit {}: {keys} keys holding {total}",
+            read.txid()
+        ));
+    }
+    let big = read.open_table("big").map_err(|e| e.to_string())?;
+    for entry in big.iter().map_err(|e| e.to_string())? {
+        let (k, v) = entry.map_err(|e| e.to_string())?;
+        if v.iter().any(|b| Some(b) != k.first()) {
+            return Err(format!("commit {}: large value {k:?} torn", read.txid()));
+        }
+    }
+    Ok(())
+}
+
+/// Opens `path` read-only until `stop`, checking each opening; returns how many.
+fn open_until(path: &Path, stop: &dyn Fn() -> bool) -> Result<u64, String> {
+    let mut openings = 0;
+    while !stop() {
+        let db = Database::builder()
+            .read_only(true)
+            .open(path)
+            .map_err(|e| format!("opening: {e}"))?;
+        if db.is_private_copy() {
+            return Err("a private copy beside the live writer".into());
+        }
+        for _ in 0..3 {
+            check_snapshot(&db)?;
+        }
+        if openings % 8 == 0 {
+            let report = db.check().map_err(|e| format!("check: {e}"))?;
+            if !report.is_ok() {
+                return Err(format!("check: {:?}", report.problems));
+            }
+        }
+        openings += 1;
+    }
+    Ok(openings)
+}
+
+/// The second process: opens the file read-only for the seconds given, over and over.
+#[test]
+fn opener_child() -> Result<(), String> {
+    let Ok(role) = std::env::var(ROLE) else {
+        return Ok(());
+    };
+    let (path, secs) = role.split_once('|').ok_or("role: PATH|SECONDS")?;
+    let until = Instant::now() + Duration::from_secs(secs.parse().map_err(|_| "seconds")?);
+    let openings = open_until(Path::new(path), &|| Instant::now() >= until)?;
+    println!("opener process: {openings} openings");
+    Ok(())
+}
+
+/// One transaction of the writer's: amounts moved between keys of `t`, a large value put
+/// or removed; one in fifty rolled back.
+fn transaction(db: &Database, rng: &mut StdRng) -> Result<bool, Error> {
+    let mut w = db.begin_write()?;
+    if rng.random_bool(0.6) {
+        w.set_durability(Durability::Eventual);
+    }
+    let mut t = w.open_table("t")?;
+    for _ in 0..rng.random_range(1..5) {
+        let (a, b) = (rng.random_range(0..KEYS), rng.random_range(0..KEYS));
+        let from = t.get(&a.to_be_bytes())?.map(amount);
+        let to = t.get(&b.to_be_bytes())?.map(amount);
+        if let (Some(Ok(from)), Some(Ok(to)), true) = (from, to, a != b) {
+            let moved = rng.random_range(0..=from.min(10));
+            t.insert(&a.to_be_bytes(), &with_padding(from - moved, rng.random()))?;
+            t.insert(&b.to_be_bytes(), &with_padding(to + moved, rng.random()))?;
+        }
+    }
+    let mut big = w.open_table("big")?;
+    let k: u8 = rng.random_range(0..16);
+    if rng.random_bool(0.5) {
+        big.insert(&[k], &vec![k; rng.random_range(100..12_000)])?;
+    } else {
+        big.remove(&[k])?;
+    }
+    if rng.random_ratio(1, 50) {
+        w.rollback();
+        return Ok(false);
+    }
+    w.commit()?;
+    Ok(true)
+}
+
+#[test]
+fn read_only_openings_beside_a_busy_writer_see_whole_commits()
+-> Result<(), Box<dyn std::error::Error>> {
+    let seed: u64 = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("openings_beside_writer: CAIRN_SEED={seed}");
+    let secs = seconds();
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("busy.cairn");
+    let db = Database::builder()
+        .page_size(1024)
+        .log_size(64 << 10)
+        .create(&path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.create_table("big")?;
+    for i in 0..KEYS {
+        w.open_table("t")?
+            .insert(&i.to_be_bytes(), &with_padding(EACH, 0))?;
+    }
+    w.commit()?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let openings = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, openings, path) = (stop.clone(), openings.clone(), path.clone());
+            std::thread::spawn(move || {
+                let n = open_until(&path, &|| stop.load(Ordering::Relaxed))?;
+                openings.fetch_add(n, Ordering::Relaxed);
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    let child = Command::new(std::env::current_exe()?)
+        .args(["--exact", "opener_child", "--nocapture", "--test-threads=1"])
+        .env(ROLE, format!("{}|{secs}", path.display()))
+        .stdout(std::process::Stdio::piped())
+        .spawn();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (mut commits, mut compactions) = (0, 0);
+    let started = Instant::now();
+    let mut writing = Ok(());
+    while started.elapsed() < Duration::from_secs(secs) {
+        let step = transaction(&db, &mut rng).and_then(|committed| {
+            commits += u64::from(committed);
+            if rng.random_ratio(1, 300) {
+                db.compact()?;
+                compactions += 1;
+            }
+            if rng.random_ratio(1, 100) {
+                db.sync()?;
+            }
+            Ok(())
+        });
+        if let Err(e) = step {
+            writing = Err(e);
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut failures = Vec::new();
+    for t in threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failures.push(format!("a thread's opening: {e}")),
+            Err(_) => failures.push("an opening thread panicked".into()),
+        }
+    }
+    let child = child?.wait_with_output()?;
+    let said = String::from_utf8_lossy(&child.stdout);
+    if !child.status.success() {
+        failures.push(format!("the opener process: {said}"));
+    }
+    writing?;
+    assert!(failures.is_empty(), "seed {seed}: {failures:?}");
+    let check = db.check()?;
+    assert!(check.is_ok(), "{:?}", check.problems);
+    eprintln!(
+        "{commits} commits, {compactions} compactions; {} openings in the writer's process; {}",
+        openings.load(Ordering::Relaxed),
+        said.lines()
+            .find(|l| l.contains("opener process"))
+            .unwrap_or("")
+    );
+    assert!(commits > 100 && openings.load(Ordering::Relaxed) > 10);
+    Ok(())
+}
