@@ -107,7 +107,13 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<FileInfo> {
     }
     // What a read-only opening finds (it reads, and writes nothing), pinning the commit it
     // verifies against a writer beside it as the opening does.
-    let (opened, held) = crate::db::opening_alone::recover(&storage, true, Some(&pin_file));
+    let (opened, held) = crate::db::opening_alone::recover(
+        &storage,
+        true,
+        Some(&pin_file),
+        Some(path.as_ref()),
+        std::time::Duration::from_secs(1),
+    );
     drop(held);
     let unapplied_commits = opened.ok().map(|opened| opened.log.len() as u64);
     Ok(FileInfo {

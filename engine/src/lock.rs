@@ -33,6 +33,10 @@ use crate::error::{Error, Result};
 /// The byte the writer process write-locks, so that others can learn its process id.
 const WRITER_BYTE: i64 = 1 << 62;
 
+/// The byte a writer holds an open-file-description write lock on while its opening
+/// recovers the file, so that read-only openings and readers elsewhere wait for it.
+const RECOVERING: i64 = WRITER_BYTE + 1;
+
 /// Where the reader locks start: snapshot `txid` is pinned by a shared lock on byte
 /// `READERS + txid`.
 const READERS: i64 = 1 << 61;
@@ -198,6 +202,34 @@ fn writer_pid(file: &File) -> Option<u32> {
     (i32::from(probe.l_type) != libc::F_UNLCK)
         .then(|| u32::try_from(probe.l_pid).ok())
         .flatten()
+}
+
+/// Marks `file` as being recovered by this writer's opening, until [`recovered`] (or
+/// until the open file closes). Until it is done, the slots may name a commit the opening
+/// is about to refuse (pages a power cut lost): readers elsewhere must not take it.
+pub(crate) fn recovering(file: &File) -> io::Result<()> {
+    fcntl(
+        file,
+        FcntlArg::F_OFD_SETLK(&range(libc::F_WRLCK, RECOVERING, 1)),
+    )?;
+    Ok(())
+}
+
+/// Ends [`recovering`].
+pub(crate) fn recovered(file: &File) -> io::Result<()> {
+    fcntl(
+        file,
+        FcntlArg::F_OFD_SETLK(&range(libc::F_UNLCK, RECOVERING, 1)),
+    )?;
+    Ok(())
+}
+
+/// Whether a writer's opening is recovering `file` ([`recovering`]), in any process,
+/// through any other open file of it. (Asked of a file that holds no such lock itself.)
+pub(crate) fn writer_recovering(file: &File) -> bool {
+    let mut probe = range(libc::F_RDLCK, RECOVERING, 1);
+    fcntl(file, FcntlArg::F_OFD_GETLK(&mut probe)).is_ok()
+        && i32::from(probe.l_type) != libc::F_UNLCK
 }
 
 /// Pins snapshot `txid` for the writer in another process to see.

@@ -247,10 +247,22 @@ impl Builder {
             inner: storage,
             counters: counters.clone(),
         });
+        // A writer's file is marked as being recovered until the opening is done, so
+        // that readers elsewhere wait (`lock::recovering`). (Failing to mark it leaves
+        // them free to take a commit this opening is about to refuse, and read damage;
+        // on failure the mark goes with the file.)
+        if let (Some(file), false) = (&lock_file, self.read_only) {
+            let _ = crate::lock::recovering(file);
+        }
         // Read-only, the commit recovery verifies is pinned while it does, and no writer
         // can start while `held` is (`db/opening_alone.rs`).
-        let (opened, held) =
-            opening_alone::recover(storage.as_ref(), self.read_only, lock_file.as_ref());
+        let (opened, held) = opening_alone::recover(
+            storage.as_ref(),
+            self.read_only,
+            lock_file.as_ref(),
+            path.as_deref(),
+            self.lock_timeout,
+        );
         let alone = !self.read_only || lock_file.is_none() || held.is_some();
         let mut opened = opened?;
         let log = std::mem::take(&mut opened.log);
@@ -370,6 +382,11 @@ impl Builder {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner) = Some(e);
             }
+        }
+        // Recovered: no slot names a commit the opening refused (the seal wrote over it,
+        // or the log's replay did).
+        if let (Some(file), false) = (&db.inner.lock_file, self.read_only) {
+            let _ = crate::lock::recovered(file);
         }
         if let Some(every) = self.eventual_sync.flatten()
             && !self.read_only

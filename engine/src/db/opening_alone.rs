@@ -22,9 +22,11 @@
 //! length or slots have moved since it began ([`recover`]).
 
 use std::fs::File;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use super::opening_pin;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::Slot;
 use crate::recovery::{self, Opened};
 use crate::storage::Storage;
@@ -50,22 +52,44 @@ pub(crate) fn alone(file: &File) -> Option<Alone> {
     }
 }
 
-/// Recovery for an opening (`read_only`, of the file `file` when it is one): the commit
-/// it opens, and the shared lock when it has the file to itself. Read-only, the newest
-/// commit is pinned while recovery reads it (`opening_pin.rs`); beside a writer, a
-/// failure while the writer changed the file begins again.
+/// Recovery for an opening (`read_only`, of the file `file` at `path` when it is one):
+/// the commit it opens, and the shared lock when it has the file to itself. Read-only, the
+/// newest commit is pinned while recovery reads it (`opening_pin.rs`); beside a writer
+/// whose own opening is recovering the file, it waits up to `wait` for that to end (the
+/// slots may name a commit the writer is about to refuse), else fails with
+/// [`Error::Locked`]; beside a writer, a failure while the writer changed the file under
+/// it begins again.
 pub(crate) fn recover(
     storage: &dyn Storage,
     read_only: bool,
     file: Option<&File>,
+    path: Option<&Path>,
+    wait: Duration,
 ) -> (Result<Opened>, Option<Alone>) {
     let Some(file) = file.filter(|_| read_only) else {
         return (recovery::open(storage, !read_only, true), None);
     };
+    let until = Instant::now().checked_add(wait);
     let mut tries = 1;
     loop {
         let pinned = opening_pin::pin_newest(storage, file);
         let held = alone(file);
+        if held.is_none() && crate::lock::writer_recovering(file) {
+            if let Some(txid) = pinned {
+                opening_pin::unpin(file, txid);
+            }
+            if until.is_some_and(|until| Instant::now() >= until) {
+                let locked = Error::Locked {
+                    path: path.map(Path::to_path_buf).unwrap_or_default(),
+                    pid: crate::lock::writer_holding(file).flatten(),
+                };
+                return (Err(locked), None);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            // (Its slots are another writer's now: its length too, maybe.)
+            let _ = storage.refresh();
+            continue;
+        }
         let before = moment(storage);
         let opened = recovery::open(storage, false, held.is_some());
         if let Some(txid) = pinned {
@@ -262,6 +286,84 @@ mod tests {
         )?;
         assert_eq!(value(&ro)?.as_deref(), Some(&b"two"[..]));
         assert_eq!(ro.begin_read()?.open_table("t")?.len(), 4_001);
+        Ok(())
+    }
+
+    #[test]
+    fn beside_a_writer_recovering_from_a_crash_the_opening_sees_what_it_opens() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("crashed.cairn");
+        let killed = crate::killed_writer::KilledWriter::new(0, 0)?;
+        let mut w = killed.db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        put(&killed.db, b"durable")?;
+        let mut w = killed.db.begin_write()?;
+        w.set_durability(crate::Durability::Eventual);
+        w.open_table("t")?.insert(b"k", b"lost")?;
+        w.commit()?;
+        // A power cut loses the newest commit's leaf: its slot stays, its page is zeros.
+        let leaf = killed
+            .db
+            .pages()?
+            .into_iter()
+            .find(|p| p.kind == "leaf" && p.owner == "t")
+            .map(|p| p.page)
+            .ok_or(crate::Error::corrupt(0, "no leaf"))?;
+        let mut image = killed.kill();
+        let at = usize::try_from(leaf * 1024).map_err(|_| crate::Error::corrupt(leaf, "far"))?;
+        image[at..at + 1024].fill(0);
+        std::fs::write(&path, &image)?;
+        // A writer opens it; while its recovery reads, a read-only opening comes, on a
+        // thread of its own.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        crate::lock::lock_exclusive(&file, &path, std::time::Duration::ZERO)?;
+        let reader = Arc::new(Mutex::new(None));
+        let (started, at) = (reader.clone(), path.clone());
+        let storage = Hooked::new(FileStorage::new(file.try_clone()?)?, move |call| {
+            if let (Call::Region, Ok(mut started)) = (call, started.lock())
+                && started.is_none()
+            {
+                let at = at.clone();
+                let (done, finished) = std::sync::mpsc::channel();
+                *started = Some(std::thread::spawn(move || {
+                    let read = Database::builder()
+                        .read_only(true)
+                        .open(&at)
+                        .and_then(|ro| Ok((value(&ro)?, ro)));
+                    let _ = done.send(());
+                    read
+                }));
+                // The recovery goes on once the reader is done, or has waited a while
+                // (as it must: the writer's recovery has not ended).
+                let _ = finished.recv_timeout(std::time::Duration::from_millis(300));
+            }
+            Ok(())
+        });
+        let writer = Builder::default().build(
+            Arc::new(storage),
+            false,
+            Some(path.clone()),
+            Some(file),
+            None,
+        )?;
+        assert_eq!(value(&writer)?.as_deref(), Some(&b"durable"[..]));
+        let reader = reader.lock().map(|mut r| r.take()).ok().flatten();
+        let (seen, ro) = reader
+            .ok_or(crate::Error::corrupt(0, "no reader came"))?
+            .join()
+            .map_err(|_| crate::Error::corrupt(0, "the reader panicked"))??;
+        assert_eq!(
+            seen.as_deref(),
+            Some(&b"durable"[..]),
+            "waited for the writer"
+        );
+        // The refused commit is gone from its slot: a reader follows the writer only.
+        put(&writer, b"after")?;
+        assert_eq!(value(&ro)?.as_deref(), Some(&b"after"[..]));
         Ok(())
     }
 

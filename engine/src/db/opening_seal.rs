@@ -10,18 +10,25 @@
 //! wrote no freelist also leaves every later opening to find its free set by walking its
 //! trees. So the opening writes the commit again as its own durable commit, with a
 //! freelist, into the other slot's place: a power cut that tears that write loses the
-//! older durable commit, never the opened one.
+//! older durable commit, never the opened one. It does the same over a newer commit it
+//! refused (pages a power cut lost), which readers in other processes would otherwise
+//! take for the live writer's newest.
 
 use crate::db::{Inner, WriterState};
 use crate::error::Result;
 use crate::pager::Snapshot;
 
 impl Inner {
-    /// Seals the newest commit when its slot names an older durable commit; the database
-    /// was just opened for writing (its log applied, if it had records).
+    /// Seals the newest commit when its slot names an older durable commit, or when the
+    /// other slot holds a newer commit recovery refused; the database was just opened for
+    /// writing (its log applied, if it had records).
     pub(crate) fn seal_opened(&self) -> Result<()> {
         let latest = self.state().latest.slot;
-        if latest.durable_txid >= latest.txid {
+        // (A refused commit stayed in its slot until the writer's first commit: a reader
+        // process beside the writer, which trusts a live writer's slots, moved to it and
+        // read the damage that made recovery refuse it; until the forty-eighth session.)
+        let refused_newer = self.rejected.iter().any(|s| s.txid > latest.txid);
+        if latest.durable_txid >= latest.txid && !refused_newer {
             return Ok(());
         }
         let Some(ws) = self.try_take_writer() else {
