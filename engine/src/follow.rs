@@ -13,6 +13,7 @@
 //! commits under lower ids over it.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
@@ -21,6 +22,9 @@ use crate::pager::{FIRST_DATA_PAGE, Snapshot, VerifiedSet};
 
 /// How often a reader retries while commits race past it.
 const MAX_TRIES: usize = 1_000;
+
+/// How long a reader waits for a writer's opening to recover the file.
+const RECOVERY_WAIT: Duration = Duration::from_secs(10);
 
 impl Inner {
     /// The two commit slots as the file holds them now (`None`: being written, or never).
@@ -80,8 +84,16 @@ impl Inner {
     }
 
     /// Registers a reader of the newest commit in the file and returns its snapshot.
+    ///
+    /// A reader that pins a snapshot while a writer's opening recovers the file
+    /// ([`crate::lock::recovering`]) lets go of it and waits for the opening to end: that
+    /// writer may have looked for pins before this one was taken, and reuse the pages of a
+    /// commit the crashed writer made after the one it opens.
     pub(crate) fn follow(&self, file: &std::fs::File) -> Result<Arc<Snapshot>> {
-        for _ in 0..MAX_TRIES {
+        let mut recovery_ends = None;
+        let mut tries = 0;
+        while tries < MAX_TRIES {
+            let mut pinned = false;
             let snapshot = {
                 let mut state = self.state();
                 match self.newest_slot()? {
@@ -99,20 +111,33 @@ impl Inner {
                     _ => {}
                 }
                 let snapshot = state.latest.clone();
-                if state.readers.enter(snapshot.txid())
-                    && let Err(e) = crate::lock::pin(file, snapshot.txid())
-                {
-                    state.readers.leave(snapshot.txid());
-                    return Err(e.into());
+                if state.readers.enter(snapshot.txid()) {
+                    if let Err(e) = crate::lock::pin(file, snapshot.txid()) {
+                        state.readers.leave(snapshot.txid());
+                        return Err(e.into());
+                    }
+                    pinned = true;
                 }
                 snapshot
             };
+            if pinned && crate::lock::writer_recovering(file) {
+                self.end_read(snapshot.txid());
+                let ends = *recovery_ends.get_or_insert_with(|| Instant::now() + RECOVERY_WAIT);
+                if Instant::now() >= ends {
+                    return Err(Error::Io(std::io::Error::other(
+                        "a writer kept recovering the file",
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
             // A newer commit the file holds means a writer may have gone past the pin's
             // reach: begin again with it.
             if !self.newer_commit(snapshot.txid())? {
                 return Ok(snapshot);
             }
             self.end_read(snapshot.txid());
+            tries += 1;
         }
         Err(Error::Io(std::io::Error::other(
             "commits in another process kept racing past this reader",

@@ -102,6 +102,26 @@ impl FreeList {
         }
     }
 
+    /// Makes every page free or waiting now, and every page from the end to `pages` (the
+    /// file's length in pages), wait as if commit `txid` had freed them: until no reader
+    /// is older than `txid` and a commit from `txid` on is durable, pages are allocated
+    /// past the file's end only. For a writer that opened an older commit than a crashed
+    /// writer's newest, whose snapshots readers elsewhere may still hold: the pages those
+    /// use are unknown, free in the opened commit or past its end. Outside a transaction.
+    pub fn hold_all(&mut self, txid: u64, pages: u64) {
+        let mut held: Vec<u64> = std::mem::take(&mut self.free).into_iter().collect();
+        held.extend(std::mem::take(&mut self.waiting).into_keys());
+        held.extend(self.page_count..pages);
+        self.pending.clear();
+        self.pending_young.clear();
+        held.sort_unstable();
+        held.dedup();
+        for page in held {
+            self.wait(page, txid);
+        }
+        self.page_count = self.page_count.max(pages);
+    }
+
     /// Lists `page`, freed by commit `freed_by`, as waiting for the readers that may still
     /// see it (none in this process at an opening, but a reader process may hold an older
     /// snapshot). Called in the order of `freed_by`, outside a transaction; false when the

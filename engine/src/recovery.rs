@@ -39,6 +39,9 @@ pub(crate) struct Opened {
     /// The newer slots refused because their commit did not verify (pages damaged or
     /// torn, a log that does not read): a read-only process's readers do not move to them.
     pub rejected: Vec<Slot>,
+    /// The newest commit either slot names with an id in range (a logged one whose record
+    /// the log lost, or one refused, may be newer than the opened one and the log's).
+    pub newest_named: u64,
 }
 
 /// The size a commit log grows to unless the builder names another: 2 MiB, or 16 pages
@@ -360,6 +363,12 @@ pub(crate) fn open(storage: &dyn Storage, writable: bool, alone: bool) -> Result
                     slot_index: i,
                     log,
                     rejected,
+                    newest_named: both
+                        .iter()
+                        .filter(|s| s.txid_in_range())
+                        .map(|s| s.txid)
+                        .max()
+                        .unwrap_or(0),
                 });
             }
             Err(e) => {

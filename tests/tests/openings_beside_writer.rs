@@ -10,8 +10,10 @@
 //! commit's page the writer had cut from the file, and failed with `Truncated` when the
 //! writer grew the file under them.
 //!
-//! `CAIRN_OPENING_SECONDS` sets how long the writer runs (3 s by default); the second
-//! process is this test binary again, selected by an environment variable.
+//! And the same across writer processes killed and started again.
+//!
+//! `CAIRN_OPENING_SECONDS` sets how long the writers run (3 s by default); the other
+//! processes are this test binary again, selected by an environment variable.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,6 +28,7 @@ use rand::{Rng, SeedableRng};
 const KEYS: u64 = 200;
 const EACH: u64 = 1_000;
 const ROLE: &str = "CAIRN_OPENINGS_BESIDE_WRITER";
+const WRITER_ROLE: &str = "CAIRN_OPENINGS_WRITER";
 
 fn seconds() -> u64 {
     std::env::var("CAIRN_OPENING_SECONDS")
@@ -75,19 +78,28 @@ fn check_snapshot(db: &Database) -> Result<(), String> {
     Ok(())
 }
 
-/// Opens `path` read-only until `stop`, checking each opening; returns how many.
-fn open_until(path: &Path, stop: &dyn Fn() -> bool) -> Result<u64, String> {
+/// Opens `path` read-only until `stop`, checking each opening; returns how many. A
+/// private copy is an error unless `copies` (a writer may have died).
+fn open_until(path: &Path, stop: &dyn Fn() -> bool, copies: bool) -> Result<u64, String> {
     let mut openings = 0;
     while !stop() {
-        let db = Database::builder()
-            .read_only(true)
-            .open(path)
-            .map_err(|e| format!("opening: {e}"))?;
-        if db.is_private_copy() {
+        let db = match Database::builder().read_only(true).open(path) {
+            Ok(db) => db,
+            // (A writer's opening recovering the file for longer than the lock timeout.)
+            Err(Error::Locked { .. }) if copies => continue,
+            Err(e) => return Err(format!("opening: {e}")),
+        };
+        if db.is_private_copy() && !copies {
             return Err("a private copy beside the live writer".into());
         }
         for _ in 0..3 {
-            check_snapshot(&db)?;
+            check_snapshot(&db).map_err(|e| {
+                let txid = db.begin_read().map(|r| r.txid());
+                format!(
+                    "{e} (private copy: {}, newest read: {txid:?})",
+                    db.is_private_copy()
+                )
+            })?;
         }
         if openings % 8 == 0 {
             let report = db.check().map_err(|e| format!("check: {e}"))?;
@@ -108,9 +120,28 @@ fn opener_child() -> Result<(), String> {
     };
     let (path, secs) = role.split_once('|').ok_or("role: PATH|SECONDS")?;
     let until = Instant::now() + Duration::from_secs(secs.parse().map_err(|_| "seconds")?);
-    let openings = open_until(Path::new(path), &|| Instant::now() >= until)?;
+    let openings = open_until(Path::new(path), &|| Instant::now() >= until, false)?;
     println!("opener process: {openings} openings");
     Ok(())
+}
+
+/// A writer process of the test below: opens the file and commits until it is killed.
+#[test]
+fn writer_child() -> Result<(), Error> {
+    let Ok(role) = std::env::var(WRITER_ROLE) else {
+        return Ok(());
+    };
+    let (path, seed) = role.split_once('|').unwrap_or((&role, "0"));
+    let db = Database::builder()
+        .lock_timeout(Duration::from_secs(10))
+        .open(path)?;
+    let mut rng = StdRng::seed_from_u64(seed.parse().unwrap_or(0));
+    loop {
+        transaction(&db, &mut rng)?;
+        if rng.random_ratio(1, 300) {
+            db.compact()?;
+        }
+    }
 }
 
 /// One transaction of the writer's: amounts moved between keys of `t`, a large value put
@@ -176,7 +207,7 @@ fn read_only_openings_beside_a_busy_writer_see_whole_commits()
         .map(|_| {
             let (stop, openings, path) = (stop.clone(), openings.clone(), path.clone());
             std::thread::spawn(move || {
-                let n = open_until(&path, &|| stop.load(Ordering::Relaxed))?;
+                let n = open_until(&path, &|| stop.load(Ordering::Relaxed), false)?;
                 openings.fetch_add(n, Ordering::Relaxed);
                 Ok::<(), String>(())
             })
@@ -234,5 +265,93 @@ fn read_only_openings_beside_a_busy_writer_see_whole_commits()
             .unwrap_or("")
     );
     assert!(commits > 100 && openings.load(Ordering::Relaxed) > 10);
+    Ok(())
+}
+
+/// Writer processes killed at random moments (20 to 320 ms after starting) and started
+/// again, while threads of this process open the file read-only over and over and check
+/// what they read. A new writer that applies a killed one's log discards the commits after
+/// the one it opens, which a reader may hold: until the forty-eighth session it overwrote
+/// their pages under the reader, and a reader that opened one kept it after the new
+/// writer committed under the same id (checksum errors and wrong values within seconds).
+///
+/// Runs only when `CAIRN_OPENING_SECONDS` is set: one failure remains, about once in ten
+/// minutes of running (a reader met a page of zeros where its snapshot has a tree page),
+/// not yet explained (README, Reliability).
+#[test]
+fn read_only_openings_across_killed_writers_see_whole_commits()
+-> Result<(), Box<dyn std::error::Error>> {
+    if std::env::var("CAIRN_OPENING_SECONDS").is_err() {
+        eprintln!("openings across killed writers: skipped (set CAIRN_OPENING_SECONDS)");
+        return Ok(());
+    }
+    let seed: u64 = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("openings_across_killed_writers: CAIRN_SEED={seed}");
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("killed.cairn");
+    let db = Database::builder()
+        .page_size(1024)
+        .log_size(64 << 10)
+        .create(&path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.create_table("big")?;
+    for i in 0..KEYS {
+        w.open_table("t")?
+            .insert(&i.to_be_bytes(), &with_padding(EACH, 0))?;
+    }
+    w.commit()?;
+    db.close()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let openings = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, openings, path) = (stop.clone(), openings.clone(), path.clone());
+            std::thread::spawn(move || {
+                let n = open_until(&path, &|| stop.load(Ordering::Relaxed), true)?;
+                openings.fetch_add(n, Ordering::Relaxed);
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let started = Instant::now();
+    let mut kills = 0;
+    while started.elapsed() < Duration::from_secs(seconds()) {
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["--exact", "writer_child", "--nocapture", "--test-threads=1"])
+            .env(
+                WRITER_ROLE,
+                format!("{}|{}", path.display(), rng.random::<u64>()),
+            )
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
+        std::thread::sleep(Duration::from_millis(rng.random_range(20..320)));
+        child.kill()?;
+        child.wait()?;
+        kills += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut failures = Vec::new();
+    for t in threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failures.push(e),
+            Err(_) => failures.push("an opening thread panicked".into()),
+        }
+    }
+    assert!(failures.is_empty(), "seed {seed}: {failures:?}");
+    let db = Database::open(&path)?;
+    check_snapshot(&db).map_err(std::io::Error::other)?;
+    let check = db.check()?;
+    assert!(check.is_ok(), "{:?}", check.problems);
+    eprintln!(
+        "{kills} writers killed; {} openings",
+        openings.load(Ordering::Relaxed)
+    );
+    assert!(kills > 2 && openings.load(Ordering::Relaxed) > 10);
     Ok(())
 }

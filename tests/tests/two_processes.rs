@@ -314,3 +314,93 @@ fn a_writer_that_closed_another_handle_is_still_seen() -> Result<(), Box<dyn std
     assert!(refused, "salvage beside the writer: {salvaged:?}");
     Ok(())
 }
+
+const KILLED_ROLE: &str = "CAIRN_TWO_PROCESSES_KILLED";
+
+/// The child of the test below: opens the file for writing, commits twenty durable
+/// single puts (each in the commit log only), says so, and waits to be killed.
+#[test]
+fn killed_child() -> Result<(), Error> {
+    let Ok(path) = std::env::var(KILLED_ROLE) else {
+        return Ok(());
+    };
+    let db = Database::open(&path)?;
+    for i in 0..20 {
+        let mut txn = db.begin_write()?;
+        txn.open_table("t")?.insert(&key(i * 13), &value(100 + i))?;
+        txn.commit()?;
+    }
+    println!("committed");
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+    Ok(())
+}
+
+/// Keys and values.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every entry of table `t` in snapshot `read`.
+fn entries(read: &ReadTxn) -> Result<Entries, Error> {
+    read.open_table("t")?
+        .iter()?
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect()
+}
+
+/// A writer process is killed after commits that only its log holds; a reader process
+/// holds a snapshot of the last of them. The next writer opens the file at the durable
+/// commit before them and applies the log as a commit of its own, on pages of its own
+/// choosing: until the forty-eighth session it took the pages free in the durable commit
+/// and past its end, some of which the killed writer's commits had used, and the held
+/// snapshot read the new writer's data (checksum errors, or wrong values where its pages
+/// had verified before).
+#[test]
+fn a_writer_after_a_killed_one_keeps_the_snapshot_a_reader_holds_of_it()
+-> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("killed.cairn");
+    create_at_round_zero(&path, None)?;
+    let reader = Database::builder().read_only(true).open(&path)?;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["--exact", "killed_child", "--nocapture", "--test-threads=1"])
+        .env(KILLED_ROLE, &path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut out = child.stdout.take().map(std::io::BufReader::new);
+    let committed = out.as_mut().is_some_and(|out| {
+        std::io::BufRead::lines(out)
+            .map_while(Result::ok)
+            .any(|line| line.ends_with("committed"))
+    });
+    let held = reader.begin_read();
+    let before = match &held {
+        Ok(read) => entries(read).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    child.kill()?;
+    child.wait()?;
+    assert!(committed, "the child committed");
+    let held = held?;
+    let before = before?;
+    assert_eq!(before.len() as u64, KEYS);
+    // The next writer, in this process: it applies the log, then rewrites every key.
+    let db = Database::open(&path)?;
+    for round in 200..205 {
+        let mut txn = db.begin_write()?;
+        let mut t = txn.open_table("t")?;
+        for i in 0..KEYS {
+            t.insert(&key(i), &value(round))?;
+        }
+        txn.commit()?;
+    }
+    let after = entries(&held)?;
+    let changed = before.iter().zip(&after).filter(|(b, a)| b != a).count();
+    assert!(
+        changed == 0 && after.len() == before.len(),
+        "the held snapshot changed: {changed} entries of {}",
+        before.len()
+    );
+    drop(held);
+    assert_eq!(snapshot_round(&reader), Ok(204));
+    Ok(())
+}

@@ -270,18 +270,39 @@ impl Builder {
         // stay in the log until the next cycle overwrites them, and with the first one's
         // id, the records after it would follow its slot and be applied again after a crash
         // (a table they create "already exists").
-        let next_txid = opened.snapshot.slot.txid + (log.len() as u64).max(1);
+        let mut next_txid = opened.snapshot.slot.txid + (log.len() as u64).max(1);
         if self.withhold_free {
             opened.freelist.withhold(next_txid);
+        }
+        // A writer that opens an older commit than the newest a slot names (the log's
+        // records to apply again, or a commit refused) commits under ids past it, so that
+        // no commit of its own shares an id with one of the crashed writer's (a reader
+        // elsewhere at that id would take the one for the other). And it takes pages the
+        // crashed writer's newer commits may have used: when a reader elsewhere may hold a
+        // snapshot of one, every such page waits until no reader is older than this
+        // writer's first commit (`lock::recovering` keeps readers from pinning one from
+        // here on). Until the forty-eighth session the next writer overwrote them under
+        // the reader (`two_processes.rs`).
+        if !self.read_only && opened.newest_named > opened.snapshot.slot.txid {
+            let past = opened.newest_named + 1;
+            next_txid = next_txid.max(past);
+            if lock_file.as_ref().is_some_and(crate::lock::any_pinned) {
+                let pages = storage.len() / opened.snapshot.page_size as u64;
+                opened.freelist.hold_all(past, pages);
+            }
         }
         // Read-only, the log is applied to a private copy; while a writer process holds the
         // file, its slots are current (it writes a commit's slot before its record) and the
         // log is its business.
         if self.read_only && !log.is_empty() && alone {
             let page_size = opened.snapshot.page_size;
-            // (The copy pins what it reads: a writer may start from here on.)
+            // No writer starts until the copy is built: it reads the file's slots and log
+            // through its map, which a writer's opening rewrites (until the forty-eighth
+            // session one could start meanwhile, and the copy's recovery read a log half
+            // its new cycle's: "damaged").
+            let copy = private_copy::open(self, storage, path, lock_file, page_size);
             drop(held);
-            return private_copy::open(self, storage, path, lock_file, page_size);
+            return copy;
         }
         drop(held);
         // Beside a writer the slots are live: a refusal then was a race, not damage, and

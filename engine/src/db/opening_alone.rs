@@ -74,6 +74,11 @@ pub(crate) fn recover(
     loop {
         let pinned = opening_pin::pin_newest(storage, file);
         let held = alone(file);
+        if held.is_some() {
+            // (The length taken when the file was opened may be a writer's that has gone
+            // since: the slots now read are its last.)
+            let _ = storage.refresh();
+        }
         if held.is_none() && crate::lock::writer_recovering(file) {
             if let Some(txid) = pinned {
                 opening_pin::unpin(file, txid);

@@ -4,8 +4,10 @@
 //! left as it was. The copy maps the file's pages privately, so that it costs memory only
 //! for the pages the replay writes (docs/design.md, *Read-only after a crash*).
 //!
-//! A writer in another process may open the file later, apply the log itself and go on;
-//! the copy keeps to what it applied and does not follow (a new read-only opening does).
+//! No writer can open the file while the copy is built: the opening holds its shared lock
+//! (`opening_alone.rs`) until then. A writer in another process may open the file later,
+//! apply the log itself and go on; the copy keeps to what it applied and does not follow
+//! (a new read-only opening does).
 //! Before reading a page it pins the older of the two commits the slots name, as a
 //! following reader pins its snapshot, so that the writer neither overwrites nor cuts off
 //! a page of either; it writes only the header pages, pages of those commits, and new
