@@ -37,6 +37,73 @@ fn seconds() -> u64 {
         .unwrap_or(3)
 }
 
+fn seed() -> u64 {
+    std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random)
+}
+
+/// A new database at `path`: table `t` with every key at the same amount, table `big`.
+fn create(path: &Path) -> Result<Database, Error> {
+    let db = Database::builder()
+        .page_size(1024)
+        .log_size(64 << 10)
+        .create(path)?;
+    let mut w = db.begin_write()?;
+    w.create_table("t")?;
+    w.create_table("big")?;
+    for i in 0..KEYS {
+        w.open_table("t")?
+            .insert(&i.to_be_bytes(), &with_padding(EACH, 0))?;
+    }
+    w.commit()?;
+    Ok(db)
+}
+
+/// Two threads opening a file over and over ([`open_until`]) until stopped.
+struct Openers {
+    stop: Arc<AtomicBool>,
+    openings: Arc<AtomicU64>,
+    threads: Vec<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl Openers {
+    fn start(path: &Path, copies: bool) -> Openers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let openings = Arc::new(AtomicU64::new(0));
+        let threads = (0..2)
+            .map(|_| {
+                let (stop, openings, path) = (stop.clone(), openings.clone(), path.to_owned());
+                std::thread::spawn(move || {
+                    let n = open_until(&path, &|| stop.load(Ordering::Relaxed), copies)?;
+                    openings.fetch_add(n, Ordering::Relaxed);
+                    Ok(())
+                })
+            })
+            .collect();
+        Openers {
+            stop,
+            openings,
+            threads,
+        }
+    }
+
+    /// Stops them: how many openings they made, and what failed.
+    fn stop(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for t in self.threads {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failures.push(format!("a thread's opening: {e}")),
+                Err(_) => failures.push("an opening thread panicked".into()),
+            }
+        }
+        (self.openings.load(Ordering::Relaxed), failures)
+    }
+}
+
 /// An amount under a key: 8 bytes, then padding that changes with each write.
 fn amount(value: &[u8]) -> Result<u64, String> {
     value
@@ -180,39 +247,14 @@ fn transaction(db: &Database, rng: &mut StdRng) -> Result<bool, Error> {
 #[test]
 fn read_only_openings_beside_a_busy_writer_see_whole_commits()
 -> Result<(), Box<dyn std::error::Error>> {
-    let seed: u64 = std::env::var("CAIRN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
+    let seed = seed();
     eprintln!("openings_beside_writer: CAIRN_SEED={seed}");
     let secs = seconds();
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("busy.cairn");
-    let db = Database::builder()
-        .page_size(1024)
-        .log_size(64 << 10)
-        .create(&path)?;
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.create_table("big")?;
-    for i in 0..KEYS {
-        w.open_table("t")?
-            .insert(&i.to_be_bytes(), &with_padding(EACH, 0))?;
-    }
-    w.commit()?;
+    let db = create(&path)?;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let openings = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, openings, path) = (stop.clone(), openings.clone(), path.clone());
-            std::thread::spawn(move || {
-                let n = open_until(&path, &|| stop.load(Ordering::Relaxed), false)?;
-                openings.fetch_add(n, Ordering::Relaxed);
-                Ok::<(), String>(())
-            })
-        })
-        .collect();
+    let openers = Openers::start(&path, false);
     let child = Command::new(std::env::current_exe()?)
         .args(["--exact", "opener_child", "--nocapture", "--test-threads=1"])
         .env(ROLE, format!("{}|{secs}", path.display()))
@@ -239,15 +281,7 @@ fn read_only_openings_beside_a_busy_writer_see_whole_commits()
             break;
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let mut failures = Vec::new();
-    for t in threads {
-        match t.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failures.push(format!("a thread's opening: {e}")),
-            Err(_) => failures.push("an opening thread panicked".into()),
-        }
-    }
+    let (openings, mut failures) = openers.stop();
     let child = child?.wait_with_output()?;
     let said = String::from_utf8_lossy(&child.stdout);
     if !child.status.success() {
@@ -259,12 +293,12 @@ fn read_only_openings_beside_a_busy_writer_see_whole_commits()
     assert!(check.is_ok(), "{:?}", check.problems);
     eprintln!(
         "{commits} commits, {compactions} compactions; {} openings in the writer's process; {}",
-        openings.load(Ordering::Relaxed),
+        openings,
         said.lines()
             .find(|l| l.contains("opener process"))
             .unwrap_or("")
     );
-    assert!(commits > 100 && openings.load(Ordering::Relaxed) > 10);
+    assert!(commits > 100 && openings > 10);
     Ok(())
 }
 
@@ -285,38 +319,13 @@ fn read_only_openings_across_killed_writers_see_whole_commits()
         eprintln!("openings across killed writers: skipped (set CAIRN_OPENING_SECONDS)");
         return Ok(());
     }
-    let seed: u64 = std::env::var("CAIRN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
+    let seed = seed();
     eprintln!("openings_across_killed_writers: CAIRN_SEED={seed}");
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("killed.cairn");
-    let db = Database::builder()
-        .page_size(1024)
-        .log_size(64 << 10)
-        .create(&path)?;
-    let mut w = db.begin_write()?;
-    w.create_table("t")?;
-    w.create_table("big")?;
-    for i in 0..KEYS {
-        w.open_table("t")?
-            .insert(&i.to_be_bytes(), &with_padding(EACH, 0))?;
-    }
-    w.commit()?;
+    let db = create(&path)?;
     db.close()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let openings = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, openings, path) = (stop.clone(), openings.clone(), path.clone());
-            std::thread::spawn(move || {
-                let n = open_until(&path, &|| stop.load(Ordering::Relaxed), true)?;
-                openings.fetch_add(n, Ordering::Relaxed);
-                Ok::<(), String>(())
-            })
-        })
-        .collect();
+    let openers = Openers::start(&path, true);
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
     let mut kills = 0;
@@ -334,24 +343,13 @@ fn read_only_openings_across_killed_writers_see_whole_commits()
         child.wait()?;
         kills += 1;
     }
-    stop.store(true, Ordering::Relaxed);
-    let mut failures = Vec::new();
-    for t in threads {
-        match t.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failures.push(e),
-            Err(_) => failures.push("an opening thread panicked".into()),
-        }
-    }
+    let (openings, failures) = openers.stop();
     assert!(failures.is_empty(), "seed {seed}: {failures:?}");
     let db = Database::open(&path)?;
     check_snapshot(&db).map_err(std::io::Error::other)?;
     let check = db.check()?;
     assert!(check.is_ok(), "{:?}", check.problems);
-    eprintln!(
-        "{kills} writers killed; {} openings",
-        openings.load(Ordering::Relaxed)
-    );
-    assert!(kills > 2 && openings.load(Ordering::Relaxed) > 10);
+    eprintln!("{kills} writers killed; {} openings", openings);
+    assert!(kills > 2 && openings > 10);
     Ok(())
 }

@@ -138,6 +138,32 @@ mod tests {
         w.commit()
     }
 
+    /// Opens `path` read-only through a file that, at the first call `at` accepts, runs
+    /// `meanwhile` (a writer's steps racing the opening).
+    fn read_only_meanwhile(
+        path: &std::path::Path,
+        at: impl Fn(Call) -> bool + Send + Sync + 'static,
+        meanwhile: impl FnOnce() -> Result<()> + Send + 'static,
+    ) -> Result<Database> {
+        let once = Mutex::new(Some(meanwhile));
+        let storage = Hooked::new(FileStorage::new(std::fs::File::open(path)?)?, move |call| {
+            if !at(call) {
+                return Ok(());
+            }
+            if let Some(steps) = once.lock().map(|mut f| f.take()).ok().flatten() {
+                steps().map_err(std::io::Error::other)?;
+            }
+            Ok(())
+        });
+        Builder::default().read_only(true).build(
+            Arc::new(storage),
+            false,
+            Some(path.to_path_buf()),
+            Some(std::fs::File::open(path)?),
+            None,
+        )
+    }
+
     fn value(db: &Database) -> Result<Option<Vec<u8>>> {
         Ok(db
             .begin_read()?
@@ -156,25 +182,11 @@ mod tests {
         w.commit()?;
         put(&writer, b"one")?;
         // While recovery verifies the newest commit, the writer logs one more.
-        let busy = Mutex::new(Some(writer.clone()));
-        let storage = Hooked::new(
-            FileStorage::new(std::fs::File::open(&path)?)?,
-            move |call| {
-                if call != Call::Region {
-                    return Ok(());
-                }
-                if let Some(writer) = busy.lock().map(|mut w| w.take()).ok().flatten() {
-                    put(&writer, b"two").map_err(std::io::Error::other)?;
-                }
-                Ok(())
-            },
-        );
-        let ro = Builder::default().read_only(true).build(
-            Arc::new(storage),
-            false,
-            Some(path.clone()),
-            Some(std::fs::File::open(&path)?),
-            None,
+        let busy = writer.clone();
+        let ro = read_only_meanwhile(
+            &path,
+            |call| call == Call::Region,
+            move || put(&busy, b"two"),
         )?;
         assert!(!ro.is_private_copy(), "the log is the live writer's");
         assert_eq!(value(&ro)?.as_deref(), Some(&b"two"[..]));
@@ -215,27 +227,15 @@ mod tests {
         let before = std::fs::metadata(&path)?.len();
         // While the opening verifies, the writer makes that durable and gives the pages
         // back to the file system: a read of one through the map is a SIGBUS.
-        let busy = Mutex::new(Some(writer.clone()));
-        let storage = Hooked::new(
-            FileStorage::new(std::fs::File::open(&path)?)?,
-            move |call| {
-                if call != Call::Region {
-                    return Ok(());
-                }
-                if let Some(writer) = busy.lock().map(|mut w| w.take()).ok().flatten() {
-                    writer.sync().map_err(std::io::Error::other)?;
-                    put(&writer, b"two").map_err(std::io::Error::other)?;
-                    writer.compact().map_err(std::io::Error::other)?;
-                }
-                Ok(())
+        let busy = writer.clone();
+        let ro = read_only_meanwhile(
+            &path,
+            |call| call == Call::Region,
+            move || {
+                busy.sync()?;
+                put(&busy, b"two")?;
+                busy.compact().map(|_| ())
             },
-        );
-        let ro = Builder::default().read_only(true).build(
-            Arc::new(storage),
-            false,
-            Some(path.clone()),
-            Some(std::fs::File::open(&path)?),
-            None,
         )?;
         let after = std::fs::metadata(&path)?.len();
         assert!(
@@ -258,37 +258,20 @@ mod tests {
         put(&writer, b"one")?;
         // Once the opening has taken the file's length, the writer grows it and both
         // slots name commits past that length.
-        let busy = Mutex::new(Some(writer.clone()));
-        let storage = Hooked::new(
-            FileStorage::new(std::fs::File::open(&path)?)?,
-            move |call| {
-                if !matches!(call, Call::Read(offset) if offset < 2048) {
-                    return Ok(());
+        let busy = writer.clone();
+        let at_a_slot = |call| matches!(call, Call::Read(offset) if offset < 2048);
+        let ro = read_only_meanwhile(&path, at_a_slot, move || {
+            let grow = |n: u32| -> Result<()> {
+                let mut w = busy.begin_write()?;
+                let mut t = w.open_table("t")?;
+                for i in 0..2_000u32 {
+                    t.insert(&(n * 10_000 + i).to_be_bytes(), &[2; 100])?;
                 }
-                if let Some(writer) = busy.lock().map(|mut w| w.take()).ok().flatten() {
-                    let grow = |writer: &Database, n: u32| -> Result<()> {
-                        let mut w = writer.begin_write()?;
-                        let mut t = w.open_table("t")?;
-                        for i in 0..2_000u32 {
-                            t.insert(&(n * 10_000 + i).to_be_bytes(), &[2; 100])?;
-                        }
-                        t.insert(b"k", b"two")?;
-                        w.commit()
-                    };
-                    grow(&writer, 1)
-                        .and_then(|()| grow(&writer, 2))
-                        .map_err(std::io::Error::other)?;
-                }
-                Ok(())
-            },
-        );
-        let ro = Builder::default().read_only(true).build(
-            Arc::new(storage),
-            false,
-            Some(path.clone()),
-            Some(std::fs::File::open(&path)?),
-            None,
-        )?;
+                t.insert(b"k", b"two")?;
+                w.commit()
+            };
+            grow(1).and_then(|()| grow(2))
+        })?;
         assert_eq!(value(&ro)?.as_deref(), Some(&b"two"[..]));
         assert_eq!(ro.begin_read()?.open_table("t")?.len(), 4_001);
         Ok(())
@@ -385,26 +368,18 @@ mod tests {
         // While recovery verifies, a writer tries to open the file and is refused.
         let tried = Arc::new(Mutex::new(None));
         let (seen, at) = (tried.clone(), path.clone());
-        let storage = Hooked::new(
-            FileStorage::new(std::fs::File::open(&path)?)?,
-            move |call| {
-                if let (Call::Region, Ok(mut seen)) = (call, seen.lock())
-                    && seen.is_none()
-                {
-                    let opened = Database::builder()
-                        .lock_timeout(std::time::Duration::ZERO)
-                        .open(&at);
+        let ro = read_only_meanwhile(
+            &path,
+            |call| call == Call::Region,
+            move || {
+                let opened = Database::builder()
+                    .lock_timeout(std::time::Duration::ZERO)
+                    .open(&at);
+                if let Ok(mut seen) = seen.lock() {
                     *seen = Some(matches!(opened, Err(crate::Error::Locked { .. })));
                 }
                 Ok(())
             },
-        );
-        let ro = Builder::default().read_only(true).build(
-            Arc::new(storage),
-            false,
-            Some(path.clone()),
-            Some(std::fs::File::open(&path)?),
-            None,
         )?;
         let refused = tried.lock().map(|t| *t).ok().flatten();
         assert_eq!(
