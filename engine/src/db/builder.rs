@@ -266,10 +266,11 @@ impl Builder {
         let alone = !self.read_only || lock_file.is_none() || held.is_some();
         let mut opened = opened?;
         let log = std::mem::take(&mut opened.log);
-        // The commit that applies the log's records takes the last one's id: the records
-        // stay in the log until the next cycle overwrites them, and with the first one's
-        // id, the records after it would follow its slot and be applied again after a crash
-        // (a table they create "already exists").
+        // The commit that applies the log's records takes the last one's id at least (past
+        // the newest a slot names, below): the records stay in the log until the next cycle
+        // overwrites them, and with the first one's id, the records after it would follow
+        // its slot and be applied again after a crash (a table they create "already
+        // exists").
         let mut next_txid = opened.snapshot.slot.txid + (log.len() as u64).max(1);
         if self.withhold_free {
             opened.freelist.withhold(next_txid);

@@ -356,6 +356,67 @@ mod tests {
     }
 
     #[test]
+    fn a_read_transaction_elsewhere_waits_for_a_writer_recovering_the_file() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("recovering.cairn");
+        let db = Database::create(&path)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        put(&db, b"one")?;
+        drop(db);
+        let ro = Arc::new(Database::builder().read_only(true).open(&path)?);
+        // While the writer's opening recovers the file, a read transaction of the
+        // read-only handle begins (its first: it takes a new pin).
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        crate::lock::lock_exclusive(&file, &path, std::time::Duration::ZERO)?;
+        let during = Arc::new(Mutex::new(None));
+        let (seen, reader) = (during.clone(), ro.clone());
+        let storage = Hooked::new(FileStorage::new(file.try_clone()?)?, move |call| {
+            if let (Call::Region, Ok(mut seen)) = (call, seen.lock())
+                && seen.is_none()
+            {
+                let (done, finished) = std::sync::mpsc::channel();
+                let reader = reader.clone();
+                std::thread::spawn(move || {
+                    let _ = done.send(reader.begin_read().map(|r| r.txid()));
+                });
+                // (It must not begin while the recovery goes on.)
+                let early = finished.recv_timeout(std::time::Duration::from_millis(300));
+                *seen = Some((early.is_ok(), finished));
+            }
+            Ok(())
+        });
+        let writer = Builder::default().build(
+            Arc::new(storage),
+            false,
+            Some(path.clone()),
+            Some(file),
+            None,
+        )?;
+        put(&writer, b"two")?;
+        let (early, finished) = during
+            .lock()
+            .map(|mut s| s.take())
+            .ok()
+            .flatten()
+            .ok_or(crate::Error::corrupt(0, "the writer's recovery never ran"))?;
+        assert!(
+            !early,
+            "a read transaction began during the writer's recovery"
+        );
+        let began = finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .map_err(|_| crate::Error::corrupt(0, "the read transaction never began"))?;
+        assert!(began.is_ok(), "{began:?}");
+        assert_eq!(value(&ro)?.as_deref(), Some(&b"two"[..]));
+        Ok(())
+    }
+
+    #[test]
     fn a_writer_waits_for_a_read_only_opening_to_finish() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("waits.cairn");
