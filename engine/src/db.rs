@@ -17,6 +17,7 @@ use crate::write_txn::WriteTxn;
 use crate::writer_slot::WriterSlot;
 use crate::{CheckReport, Stats};
 
+mod after_crash;
 mod builder;
 pub(crate) mod opening_alone;
 pub(crate) mod opening_pin;

@@ -232,12 +232,6 @@ pub(crate) fn writer_recovering(file: &File) -> bool {
         && i32::from(probe.l_type) != libc::F_UNLCK
 }
 
-/// Whether a reader elsewhere (another process, or another open file of this one) pins
-/// any snapshot of `file`; true when the kernel does not say.
-pub(crate) fn any_pinned(file: &File) -> bool {
-    oldest_pinned(file, crate::format::Slot::TXID_LIMIT).map_or(true, |p| p.is_some())
-}
-
 /// Pins snapshot `txid` for the writer in another process to see.
 pub(crate) fn pin(file: &File, txid: u64) -> io::Result<()> {
     fcntl(

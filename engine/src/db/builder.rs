@@ -9,7 +9,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{
-    Database, Durability, Inner, LogState, State, WriterState, opening_alone, private_copy,
+    Database, Durability, Inner, LogState, State, WriterState, after_crash, opening_alone,
+    private_copy,
 };
 use crate::error::{Error, Result};
 use crate::format::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
@@ -275,22 +276,14 @@ impl Builder {
         if self.withhold_free {
             opened.freelist.withhold(next_txid);
         }
-        // A writer that opens an older commit than the newest a slot names (the log's
-        // records to apply again, or a commit refused) commits under ids past it, so that
-        // no commit of its own shares an id with one of the crashed writer's (a reader
-        // elsewhere at that id would take the one for the other). And it takes pages the
-        // crashed writer's newer commits may have used: when a reader elsewhere may hold a
-        // snapshot of one, every such page waits until no reader is older than this
-        // writer's first commit (`lock::recovering` keeps readers from pinning one from
-        // here on). Until the forty-eighth session the next writer overwrote them under
-        // the reader (`two_processes.rs`).
-        if !self.read_only && opened.newest_named > opened.snapshot.slot.txid {
-            let past = opened.newest_named + 1;
-            next_txid = next_txid.max(past);
-            if lock_file.as_ref().is_some_and(crate::lock::any_pinned) {
-                let pages = storage.len() / opened.snapshot.page_size as u64;
-                opened.freelist.hold_all(past, pages);
-            }
+        // A writer that opens an older commit than the newest a slot names commits past it,
+        // and keeps the pages readers elsewhere may hold of the newer ones
+        // (`db/after_crash.rs`).
+        if !self.read_only {
+            let file_pages = lock_file
+                .as_ref()
+                .map(|_| storage.len() / opened.snapshot.page_size as u64);
+            next_txid = after_crash::first_txid(&mut opened, next_txid, file_pages);
         }
         // Read-only, the log is applied to a private copy; while a writer process holds the
         // file, its slots are current (it writes a commit's slot before its record) and the

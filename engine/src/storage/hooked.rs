@@ -13,6 +13,9 @@ pub(crate) enum Call {
     Region,
     /// A read at this offset.
     Read(u64),
+    /// A write at this offset (a hook that fails it fails the write, which then writes
+    /// nothing).
+    Write(u64),
 }
 
 type Hook = Box<dyn Fn(Call) -> io::Result<()> + Send + Sync>;
@@ -55,6 +58,7 @@ impl Storage for Hooked {
         self.file.read(offset, buf)
     }
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        (self.hook)(Call::Write(offset))?;
         self.file.write(offset, data)
     }
     fn sync(&self) -> io::Result<()> {
