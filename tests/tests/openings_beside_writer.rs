@@ -308,17 +308,14 @@ fn read_only_openings_beside_a_busy_writer_see_whole_commits()
 /// the one it opens, which a reader may hold: until the forty-eighth session it overwrote
 /// their pages under the reader, and a reader that opened one kept it after the new
 /// writer committed under the same id (checksum errors and wrong values within seconds).
-///
-/// Runs only when `CAIRN_OPENING_SECONDS` is set: one failure remains, about once in ten
-/// minutes of running (a reader met a page of zeros where its snapshot has a tree page),
-/// not yet explained (README, Reliability).
+/// Until the forty-ninth session a writer killed while applying the log left its pages
+/// under a reader that had opened the newest commit and held no pin when the writer
+/// opened (test `db::after_crash`; most likely the page of zeros a reader met where a
+/// tree page was, once in thirty-two runs of 60 s, for which this ran only when asked
+/// until then).
 #[test]
 fn read_only_openings_across_killed_writers_see_whole_commits()
 -> Result<(), Box<dyn std::error::Error>> {
-    if std::env::var("CAIRN_OPENING_SECONDS").is_err() {
-        eprintln!("openings across killed writers: skipped (set CAIRN_OPENING_SECONDS)");
-        return Ok(());
-    }
     let seed = seed();
     eprintln!("openings_across_killed_writers: CAIRN_SEED={seed}");
     let dir = tempfile::tempdir()?;
