@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cairn_engine::{Database, Durability, Error};
+use cairn_engine::{Database, Durability, Error, ReadTxn};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -61,10 +61,12 @@ fn create(path: &Path) -> Result<Database, Error> {
     Ok(db)
 }
 
-/// Two threads opening a file over and over ([`open_until`]) until stopped.
+/// Two threads opening a file over and over ([`open_until`]) and one reading through a
+/// handle it keeps ([`follow_until`]), until stopped.
 struct Openers {
     stop: Arc<AtomicBool>,
     openings: Arc<AtomicU64>,
+    reads: Arc<AtomicU64>,
     threads: Vec<std::thread::JoinHandle<Result<(), String>>>,
 }
 
@@ -72,7 +74,8 @@ impl Openers {
     fn start(path: &Path, copies: bool) -> Openers {
         let stop = Arc::new(AtomicBool::new(false));
         let openings = Arc::new(AtomicU64::new(0));
-        let threads = (0..2)
+        let reads = Arc::new(AtomicU64::new(0));
+        let mut threads: Vec<_> = (0..2)
             .map(|_| {
                 let (stop, openings, path) = (stop.clone(), openings.clone(), path.to_owned());
                 std::thread::spawn(move || {
@@ -82,15 +85,23 @@ impl Openers {
                 })
             })
             .collect();
+        let (until, counted, path) = (stop.clone(), reads.clone(), path.to_owned());
+        threads.push(std::thread::spawn(move || {
+            let n = follow_until(&path, &|| until.load(Ordering::Relaxed), copies)?;
+            counted.fetch_add(n, Ordering::Relaxed);
+            Ok(())
+        }));
         Openers {
             stop,
             openings,
+            reads,
             threads,
         }
     }
 
-    /// Stops them: how many openings they made, and what failed.
-    fn stop(self) -> (u64, Vec<String>) {
+    /// Stops them: how many openings they made, how many snapshots the kept handle read,
+    /// and what failed.
+    fn stop(self) -> (u64, u64, Vec<String>) {
         self.stop.store(true, Ordering::Relaxed);
         let mut failures = Vec::new();
         for t in self.threads {
@@ -100,7 +111,11 @@ impl Openers {
                 Err(_) => failures.push("an opening thread panicked".into()),
             }
         }
-        (self.openings.load(Ordering::Relaxed), failures)
+        (
+            self.openings.load(Ordering::Relaxed),
+            self.reads.load(Ordering::Relaxed),
+            failures,
+        )
     }
 }
 
@@ -119,9 +134,14 @@ fn with_padding(amount: u64, pad: u8) -> Vec<u8> {
     v
 }
 
-/// Checks one snapshot of `db`: the total over `t`, and every large value whole.
+/// Checks the newest snapshot of `db` ([`check_read`]).
 fn check_snapshot(db: &Database) -> Result<(), String> {
     let read = db.begin_read().map_err(|e| format!("begin_read: {e}"))?;
+    check_read(&read)
+}
+
+/// Checks one snapshot: the total over `t`, and every large value whole.
+fn check_read(read: &ReadTxn) -> Result<(), String> {
     let t = read.open_table("t").map_err(|e| e.to_string())?;
     let (mut total, mut keys) = (0, 0);
     for entry in t.iter().map_err(|e| e.to_string())? {
@@ -177,6 +197,54 @@ fn open_until(path: &Path, stop: &dyn Fn() -> bool, copies: bool) -> Result<u64,
         openings += 1;
     }
     Ok(openings)
+}
+
+/// Reads `path` through a read-only handle it keeps until `stop` (opened again after a
+/// few reads when it is a private copy, which does not follow), checking each snapshot;
+/// now and then it keeps a read transaction open while later ones begin, for up to
+/// 20 ms, and checks it again before letting it go. Returns how many snapshots it read.
+/// A handle that opened a commit holds no pin between its read transactions: the writer
+/// after a crash must not reuse its pages meanwhile (`db::after_crash`).
+fn follow_until(path: &Path, stop: &dyn Fn() -> bool, copies: bool) -> Result<u64, String> {
+    let mut rng = StdRng::seed_from_u64(rand::random());
+    let mut reads = 0;
+    while !stop() {
+        let db = match Database::builder().read_only(true).open(path) {
+            Ok(db) => db,
+            Err(Error::Locked { .. }) if copies => continue,
+            Err(e) => return Err(format!("opening to follow: {e}")),
+        };
+        if db.is_private_copy() && !copies {
+            return Err("a private copy beside the live writer".into());
+        }
+        let mut held: Option<(ReadTxn, Instant)> = None;
+        let follows = if db.is_private_copy() { 3 } else { 500 };
+        for _ in 0..follows {
+            if stop() {
+                break;
+            }
+            let read = db.begin_read().map_err(|e| format!("following: {e}"))?;
+            check_read(&read).map_err(|e| format!("following: {e}"))?;
+            reads += 1;
+            if let Some((old, since)) = held.take() {
+                if since.elapsed() < Duration::from_millis(20) {
+                    held = Some((old, since));
+                } else {
+                    check_read(&old).map_err(|e| format!("held while following: {e}"))?;
+                }
+            }
+            if held.is_none() && rng.random_ratio(1, 8) {
+                held = Some((read, Instant::now()));
+            }
+            if rng.random_ratio(1, 16) {
+                std::thread::sleep(Duration::from_millis(rng.random_range(1..5)));
+            }
+        }
+        if let Some((old, _)) = held {
+            check_read(&old).map_err(|e| format!("held while following: {e}"))?;
+        }
+    }
+    Ok(reads)
 }
 
 /// The second process: opens the file read-only for the seconds given, over and over.
@@ -281,7 +349,7 @@ fn read_only_openings_beside_a_busy_writer_see_whole_commits()
             break;
         }
     }
-    let (openings, mut failures) = openers.stop();
+    let (openings, reads, mut failures) = openers.stop();
     let child = child?.wait_with_output()?;
     let said = String::from_utf8_lossy(&child.stdout);
     if !child.status.success() {
@@ -292,13 +360,13 @@ fn read_only_openings_beside_a_busy_writer_see_whole_commits()
     let check = db.check()?;
     assert!(check.is_ok(), "{:?}", check.problems);
     eprintln!(
-        "{commits} commits, {compactions} compactions; {} openings in the writer's process; {}",
-        openings,
+        "{commits} commits, {compactions} compactions; {openings} openings and {reads} reads \
+         through a kept handle in the writer's process; {}",
         said.lines()
             .find(|l| l.contains("opener process"))
             .unwrap_or("")
     );
-    assert!(commits > 100 && openings > 10);
+    assert!(commits > 100 && openings > 10 && reads > 10);
     Ok(())
 }
 
@@ -340,13 +408,13 @@ fn read_only_openings_across_killed_writers_see_whole_commits()
         child.wait()?;
         kills += 1;
     }
-    let (openings, failures) = openers.stop();
+    let (openings, reads, failures) = openers.stop();
     assert!(failures.is_empty(), "seed {seed}: {failures:?}");
     let db = Database::open(&path)?;
     check_snapshot(&db).map_err(std::io::Error::other)?;
     let check = db.check()?;
     assert!(check.is_ok(), "{:?}", check.problems);
-    eprintln!("{kills} writers killed; {} openings", openings);
-    assert!(kills > 2 && openings > 10);
+    eprintln!("{kills} writers killed; {openings} openings; {reads} reads through kept handles");
+    assert!(kills > 2 && openings > 10 && reads > 10);
     Ok(())
 }
