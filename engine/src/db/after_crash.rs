@@ -18,7 +18,8 @@
 //! only when the writer saw a pin, and such a reader then read the dead writer's pages in
 //! place of its own (a freelist page where a leaf was, in the test below; a page of
 //! zeros, once in thirty-two minutes of `tests/tests/openings_beside_writer.rs`, may
-//! have been a log the dead writer moved over them). The cost: after a crash, the
+//! have been a log the dead writer moved over them: the window is too narrow for that
+//! test to meet it often). The cost: after a crash, the
 //! commit that applies the log, or the first commits until a sync, grow the file instead
 //! of reusing its free pages; those wait in memory until then (an entry each).
 
