@@ -37,6 +37,11 @@ const WRITER_BYTE: i64 = 1 << 62;
 /// recovers the file, so that read-only openings and readers elsewhere wait for it.
 const RECOVERING: i64 = WRITER_BYTE + 1;
 
+/// The byte every read-only handle of a file holds a shared open-file-description lock on
+/// for as long as it is open, so that a writer's opening after a crash can tell whether
+/// one may hold a snapshot it has not pinned (`db/after_crash.rs`).
+const HANDLES: i64 = WRITER_BYTE + 2;
+
 /// Where the reader locks start: snapshot `txid` is pinned by a shared lock on byte
 /// `READERS + txid`.
 const READERS: i64 = 1 << 61;
@@ -230,6 +235,23 @@ pub(crate) fn writer_recovering(file: &File) -> bool {
     let mut probe = range(libc::F_RDLCK, RECOVERING, 1);
     fcntl(file, FcntlArg::F_OFD_GETLK(&mut probe)).is_ok()
         && i32::from(probe.l_type) != libc::F_UNLCK
+}
+
+/// Marks `file` as open in a read-only handle, until the open file closes.
+pub(crate) fn reading(file: &File) -> io::Result<()> {
+    fcntl(
+        file,
+        FcntlArg::F_OFD_SETLK(&range(libc::F_RDLCK, HANDLES, 1)),
+    )?;
+    Ok(())
+}
+
+/// Whether a read-only handle has the file open ([`reading`]), in any process, through
+/// any other open file of it; true when the kernel does not say.
+pub(crate) fn any_reading(file: &File) -> bool {
+    let mut probe = range(libc::F_WRLCK, HANDLES, 1);
+    fcntl(file, FcntlArg::F_OFD_GETLK(&mut probe))
+        .map_or(true, |_| i32::from(probe.l_type) != libc::F_UNLCK)
 }
 
 /// Pins snapshot `txid` for the writer in another process to see.

@@ -255,6 +255,12 @@ impl Builder {
         if let (Some(file), false) = (&lock_file, self.read_only) {
             let _ = crate::lock::recovering(file);
         }
+        // A read-only handle of a file says so for as long as it is open, before it reads a
+        // slot: a writer after a crash then keeps the pages of the commits it discards
+        // (`db/after_crash.rs`).
+        if let (Some(file), true) = (&lock_file, self.read_only) {
+            crate::lock::reading(file)?;
+        }
         // Read-only, the commit recovery verifies is pinned while it does, and no writer
         // can start while `held` is (`db/opening_alone.rs`).
         let (opened, held) = opening_alone::recover(
@@ -282,6 +288,7 @@ impl Builder {
         if !self.read_only {
             let file_pages = lock_file
                 .as_ref()
+                .filter(|f| crate::lock::any_reading(f))
                 .map(|_| storage.len() / opened.snapshot.page_size as u64);
             next_txid = after_crash::first_txid(&mut opened, next_txid, file_pages);
         }
