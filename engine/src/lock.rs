@@ -209,24 +209,23 @@ fn writer_pid(file: &File) -> Option<u32> {
         .flatten()
 }
 
+/// Takes (or, `F_UNLCK`, lets go of) an open-file-description lock of `kind` on `byte`
+/// of `file`, without waiting.
+fn set_ofd(file: &File, kind: libc::c_int, byte: i64) -> io::Result<()> {
+    fcntl(file, FcntlArg::F_OFD_SETLK(&range(kind, byte, 1)))?;
+    Ok(())
+}
+
 /// Marks `file` as being recovered by this writer's opening, until [`recovered`] (or
 /// until the open file closes). Until it is done, the slots may name a commit the opening
 /// is about to refuse (pages a power cut lost): readers elsewhere must not take it.
 pub(crate) fn recovering(file: &File) -> io::Result<()> {
-    fcntl(
-        file,
-        FcntlArg::F_OFD_SETLK(&range(libc::F_WRLCK, RECOVERING, 1)),
-    )?;
-    Ok(())
+    set_ofd(file, libc::F_WRLCK, RECOVERING)
 }
 
 /// Ends [`recovering`].
 pub(crate) fn recovered(file: &File) -> io::Result<()> {
-    fcntl(
-        file,
-        FcntlArg::F_OFD_SETLK(&range(libc::F_UNLCK, RECOVERING, 1)),
-    )?;
-    Ok(())
+    set_ofd(file, libc::F_UNLCK, RECOVERING)
 }
 
 /// Whether a writer's opening is recovering `file` ([`recovering`]), in any process,
@@ -239,11 +238,7 @@ pub(crate) fn writer_recovering(file: &File) -> bool {
 
 /// Marks `file` as open in a read-only handle, until the open file closes.
 pub(crate) fn reading(file: &File) -> io::Result<()> {
-    fcntl(
-        file,
-        FcntlArg::F_OFD_SETLK(&range(libc::F_RDLCK, HANDLES, 1)),
-    )?;
-    Ok(())
+    set_ofd(file, libc::F_RDLCK, HANDLES)
 }
 
 /// Whether a read-only handle has the file open ([`reading`]), in any process, through
@@ -256,20 +251,12 @@ pub(crate) fn any_reading(file: &File) -> bool {
 
 /// Pins snapshot `txid` for the writer in another process to see.
 pub(crate) fn pin(file: &File, txid: u64) -> io::Result<()> {
-    fcntl(
-        file,
-        FcntlArg::F_OFD_SETLK(&range(libc::F_RDLCK, reader_byte(txid), 1)),
-    )?;
-    Ok(())
+    set_ofd(file, libc::F_RDLCK, reader_byte(txid))
 }
 
 /// Unpins snapshot `txid` (all of this open file's pins of it: callers count).
 pub(crate) fn unpin(file: &File, txid: u64) -> io::Result<()> {
-    fcntl(
-        file,
-        FcntlArg::F_OFD_SETLK(&range(libc::F_UNLCK, reader_byte(txid), 1)),
-    )?;
-    Ok(())
+    set_ofd(file, libc::F_UNLCK, reader_byte(txid))
 }
 
 /// The oldest snapshot below `below` that a reader in another process has pinned.

@@ -165,20 +165,29 @@ fn check_read(read: &ReadTxn) -> Result<(), String> {
     Ok(())
 }
 
+/// Opens `path` read-only: `None` when a writer's opening kept it waiting past its lock
+/// timeout, where a writer may have died (`copies`); else a private copy is an error.
+fn open_read_only(path: &Path, copies: bool) -> Result<Option<Database>, String> {
+    let db = match Database::builder().read_only(true).open(path) {
+        Ok(db) => db,
+        // (A writer's opening recovering the file for longer than the lock timeout.)
+        Err(Error::Locked { .. }) if copies => return Ok(None),
+        Err(e) => return Err(format!("opening: {e}")),
+    };
+    if db.is_private_copy() && !copies {
+        return Err("a private copy beside the live writer".into());
+    }
+    Ok(Some(db))
+}
+
 /// Opens `path` read-only until `stop`, checking each opening; returns how many. A
 /// private copy is an error unless `copies` (a writer may have died).
 fn open_until(path: &Path, stop: &dyn Fn() -> bool, copies: bool) -> Result<u64, String> {
     let mut openings = 0;
     while !stop() {
-        let db = match Database::builder().read_only(true).open(path) {
-            Ok(db) => db,
-            // (A writer's opening recovering the file for longer than the lock timeout.)
-            Err(Error::Locked { .. }) if copies => continue,
-            Err(e) => return Err(format!("opening: {e}")),
+        let Some(db) = open_read_only(path, copies)? else {
+            continue;
         };
-        if db.is_private_copy() && !copies {
-            return Err("a private copy beside the live writer".into());
-        }
         for _ in 0..3 {
             check_snapshot(&db).map_err(|e| {
                 let txid = db.begin_read().map(|r| r.txid());
@@ -209,14 +218,9 @@ fn follow_until(path: &Path, stop: &dyn Fn() -> bool, copies: bool) -> Result<u6
     let mut rng = StdRng::seed_from_u64(rand::random());
     let mut reads = 0;
     while !stop() {
-        let db = match Database::builder().read_only(true).open(path) {
-            Ok(db) => db,
-            Err(Error::Locked { .. }) if copies => continue,
-            Err(e) => return Err(format!("opening to follow: {e}")),
+        let Some(db) = open_read_only(path, copies)? else {
+            continue;
         };
-        if db.is_private_copy() && !copies {
-            return Err("a private copy beside the live writer".into());
-        }
         let mut held: Option<(ReadTxn, Instant)> = None;
         let follows = if db.is_private_copy() { 3 } else { 500 };
         for _ in 0..follows {
