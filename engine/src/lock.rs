@@ -8,7 +8,10 @@
 //!   descriptor of the file);
 //! - a reader in another process holds a shared open-file-description lock on byte
 //!   `READERS + txid` for each snapshot it reads, and the writer asks the kernel for the
-//!   lowest such byte before reusing pages (docs/design.md#readers-in-other-processes).
+//!   lowest such byte before reusing pages (docs/design.md#readers-in-other-processes);
+//! - a writer's opening holds an open-file-description write lock on byte `2^62 + 1`
+//!   while it recovers the file, and every read-only handle a shared one on `2^62 + 2`
+//!   for as long as it is open.
 //!
 //! Byte-range locks need no data at their offsets: the ranges used lie far past the end of
 //! any database file.
