@@ -52,8 +52,8 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     use crate::killed_writer::KilledWriter;
-    use crate::storage::{Call, FileStorage, Hooked};
-    use crate::{Builder, Database, Durability, Result};
+    use crate::storage::Call;
+    use crate::{Database, Durability, Result};
 
     type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -128,31 +128,16 @@ mod tests {
         let before = rows(&reader)?;
         // The next writer applies the log and dies before its commit's slot is written (a
         // write to the header pages fails).
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)?;
-        crate::lock::lock_exclusive(&file, &path, std::time::Duration::ZERO)?;
         let pages_written = Arc::new(AtomicU64::new(0));
         let counted = pages_written.clone();
-        let storage = Hooked::new(
-            FileStorage::new(file.try_clone()?)?,
-            move |call| match call {
-                Call::Write(at) if at < 2 * 1024 => Err(std::io::Error::other("died")),
-                Call::Write(_) => {
-                    counted.fetch_add(1, Ordering::Relaxed);
-                    Ok(())
-                }
-                _ => Ok(()),
-            },
-        );
-        let died = Builder::default().build(
-            Arc::new(storage),
-            false,
-            Some(path.clone()),
-            Some(file),
-            None,
-        );
+        let died = super::super::opening_alone::writer_through(&path, move |call| match call {
+            Call::Write(at) if at < 2 * 1024 => Err(std::io::Error::other("died")),
+            Call::Write(_) => {
+                counted.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            _ => Ok(()),
+        });
         assert!(died.is_err(), "the writer's commit failed at its slot");
         drop(died);
         assert!(

@@ -125,6 +125,29 @@ impl Drop for Alone {
     }
 }
 
+/// For tests: opens `path` for writing (its locks taken, as [`crate::Builder::open`]
+/// does) through a file that runs `hook` before chosen calls (`storage/hooked.rs`).
+#[cfg(test)]
+pub(super) fn writer_through(
+    path: &Path,
+    hook: impl Fn(crate::storage::Call) -> std::io::Result<()> + Send + Sync + 'static,
+) -> Result<crate::Database> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    crate::lock::lock_exclusive(&file, path, Duration::ZERO)?;
+    let storage =
+        crate::storage::Hooked::new(crate::storage::FileStorage::new(file.try_clone()?)?, hook);
+    crate::Builder::default().build(
+        std::sync::Arc::new(storage),
+        false,
+        Some(path.to_path_buf()),
+        Some(file),
+        None,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -304,14 +327,9 @@ mod tests {
         std::fs::write(&path, &image)?;
         // A writer opens it; while its recovery reads, a read-only opening comes, on a
         // thread of its own.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)?;
-        crate::lock::lock_exclusive(&file, &path, std::time::Duration::ZERO)?;
         let reader = Arc::new(Mutex::new(None));
         let (started, at) = (reader.clone(), path.clone());
-        let storage = Hooked::new(FileStorage::new(file.try_clone()?)?, move |call| {
+        let writer = super::writer_through(&path, move |call| {
             if let (Call::Region, Ok(mut started)) = (call, started.lock())
                 && started.is_none()
             {
@@ -330,14 +348,7 @@ mod tests {
                 let _ = finished.recv_timeout(std::time::Duration::from_millis(300));
             }
             Ok(())
-        });
-        let writer = Builder::default().build(
-            Arc::new(storage),
-            false,
-            Some(path.clone()),
-            Some(file),
-            None,
-        )?;
+        })?;
         assert_eq!(value(&writer)?.as_deref(), Some(&b"durable"[..]));
         let reader = reader.lock().map(|mut r| r.take()).ok().flatten();
         let (seen, ro) = reader
@@ -368,14 +379,9 @@ mod tests {
         let ro = Arc::new(Database::builder().read_only(true).open(&path)?);
         // While the writer's opening recovers the file, a read transaction of the
         // read-only handle begins (its first: it takes a new pin).
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)?;
-        crate::lock::lock_exclusive(&file, &path, std::time::Duration::ZERO)?;
         let during = Arc::new(Mutex::new(None));
         let (seen, reader) = (during.clone(), ro.clone());
-        let storage = Hooked::new(FileStorage::new(file.try_clone()?)?, move |call| {
+        let writer = super::writer_through(&path, move |call| {
             if let (Call::Region, Ok(mut seen)) = (call, seen.lock())
                 && seen.is_none()
             {
@@ -389,14 +395,7 @@ mod tests {
                 *seen = Some((early.is_ok(), finished));
             }
             Ok(())
-        });
-        let writer = Builder::default().build(
-            Arc::new(storage),
-            false,
-            Some(path.clone()),
-            Some(file),
-            None,
-        )?;
+        })?;
         put(&writer, b"two")?;
         let (early, finished) = during
             .lock()
