@@ -99,7 +99,8 @@ impl PError<'_> {
                     .take_while(|&c| is_word_char(c))
                     .take(32)
                     .collect();
-                format!("'{word}'")
+                let hint = bare_word_hint(self.expected, &word);
+                format!("'{word}'{hint}")
             }
             Some(c) => format!("{c:?}"),
         };
@@ -107,6 +108,74 @@ impl PError<'_> {
             "expected {}, found {found}",
             self.expected.unwrap_or("something else")
         )
+    }
+}
+
+/// What to say of an unquoted word where a key or a value could have stood: one who
+/// knows SQL writes `GET users 'alice'` or `PUT 'k' hello`, and the language takes
+/// neither a table in a statement nor text without quotes.
+fn bare_word_hint(expected: Option<&str>, word: &str) -> String {
+    let Some(expected) = expected else {
+        return String::new();
+    };
+    // A keyword, the language's or SQL's, was meant as one: quoting it would not help.
+    const KEYWORDS: &[&str] = &[
+        "PUT",
+        "GET",
+        "DELETE",
+        "SCAN",
+        "COUNT",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+        "SAVEPOINT",
+        "RELEASE",
+        "USE",
+        "CREATE",
+        "DROP",
+        "TABLES",
+        "TABLE",
+        "RENAME",
+        "TO",
+        "RANGE",
+        "PREFIX",
+        "REVERSE",
+        "LIMIT",
+        "READ",
+        "ONLY",
+        "IF",
+        "NOT",
+        "EXISTS",
+        "ALL",
+        "FROM",
+        "WHERE",
+        "INTO",
+        "VALUES",
+        "SET",
+        "AND",
+        "OR",
+        "BY",
+        "ORDER",
+        "KEY",
+        "VALUE",
+    ];
+    if word.starts_with(|c: char| c.is_ascii_digit())
+        || KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(word))
+    {
+        return String::new();
+    }
+    if expected.starts_with("a key") || expected.starts_with("a start key") {
+        format!(
+            " (a word, not a literal: text is quoted, '{word}'; a statement works on the \
+             table USE chose)"
+        )
+    } else if ["key", "value", "a quoted string"]
+        .iter()
+        .any(|k| expected.contains(k))
+    {
+        format!(" (a word, not a literal: text is quoted, '{word}')")
+    } else {
+        String::new()
     }
 }
 
@@ -466,10 +535,16 @@ fn scan_stmt(limits: Limits, count: bool) -> impl Fn(&str) -> Res<'_, Statement>
     move |i| {
         let (mut i, mut range) = key_range(limits)(i)?;
         let (mut reverse, mut limit) = (false, None);
-        let options = if count {
-            "PREFIX or the end of the statement"
-        } else {
-            "PREFIX, REVERSE, LIMIT or the end of the statement"
+        // Right after the range, a key could still have stood there.
+        let mut options = match (count, &range.start, &range.end) {
+            (false, None, _) => "a start key, PREFIX, REVERSE, LIMIT or the end of the statement",
+            (false, Some(_), None) => {
+                "an end key, PREFIX, REVERSE, LIMIT or the end of the statement"
+            }
+            (true, None, _) => "a start key, PREFIX or the end of the statement",
+            (true, Some(_), None) => "an end key, PREFIX or the end of the statement",
+            (false, Some(_), Some(_)) => "PREFIX, REVERSE, LIMIT or the end of the statement",
+            (true, Some(_), Some(_)) => "PREFIX or the end of the statement",
         };
         while let Ok((rest, w)) = word(i) {
             let at = ws(i)?.0;
@@ -502,6 +577,12 @@ fn scan_stmt(limits: Limits, count: bool) -> impl Fn(&str) -> Res<'_, Statement>
                 }
                 _ => return failure(at, options),
             }
+            // Past an option, no key can come.
+            options = if count {
+                "PREFIX or the end of the statement"
+            } else {
+                "PREFIX, REVERSE, LIMIT or the end of the statement"
+            };
         }
         let stmt = if count {
             Statement::Count { range }

@@ -423,8 +423,46 @@ fn each_error_class_reports_its_position() {
         ("GET :9", (1, 6), "expected a parameter's name after ':'"),
         ("SCAN :a-b", (1, 8), "expected the end of the statement"),
         ("LIMIT", (1, 1), "expected a statement"),
-        ("SCAN 'a' FOO", (1, 10), "expected PREFIX, REVERSE, LIMIT"),
-        ("COUNT REVERSE", (1, 7), "expected PREFIX or the end"),
+        (
+            "SCAN 'a' 'b' FOO",
+            (1, 14),
+            "expected PREFIX, REVERSE, LIMIT",
+        ),
+        (
+            "SCAN 'a' FOO",
+            (1, 10),
+            "expected an end key, PREFIX, REVERSE, LIMIT",
+        ),
+        (
+            "SCAN FOO",
+            (1, 6),
+            "expected a start key, PREFIX, REVERSE, LIMIT",
+        ),
+        (
+            "SCAN LIMIT 1 FOO",
+            (1, 14),
+            "expected PREFIX, REVERSE, LIMIT",
+        ),
+        (
+            "COUNT FOO",
+            (1, 7),
+            "expected a start key, PREFIX or the end",
+        ),
+        (
+            "COUNT 1 FOO",
+            (1, 9),
+            "expected an end key, PREFIX or the end",
+        ),
+        (
+            "COUNT REVERSE",
+            (1, 7),
+            "expected a start key, PREFIX or the end",
+        ),
+        (
+            "COUNT PREFIX 'a' FOO",
+            (1, 18),
+            "expected PREFIX or the end",
+        ),
         (
             "DELETE",
             (1, 7),
@@ -435,6 +473,11 @@ fn each_error_class_reports_its_position() {
             "DELETE RANGE 1 2 LIMIT 3",
             (1, 18),
             "expected PREFIX or the end",
+        ),
+        (
+            "DELETE RANGE 1 LIMIT 3",
+            (1, 16),
+            "expected an end key, PREFIX",
         ),
         ("DELETE PREFIX", (1, 14), "expected a quoted string"),
         (
@@ -477,6 +520,55 @@ fn each_error_class_reports_its_position() {
         let (l, c, m) = error(src);
         assert_eq!((l, c), (*line, *column), "{src:?}: {m}");
         assert!(m.contains(message), "{src:?}: {m:?} lacks {message:?}");
+    }
+}
+
+#[test]
+fn a_bare_word_where_a_literal_goes_is_told_to_be_quoted() {
+    // Where the first key goes, a word may be a table's name written the SQL way.
+    let table = "(a word, not a literal: text is quoted, 'users'; a statement works on the \
+                 table USE chose)";
+    for src in [
+        "GET users 'alice'",
+        "PUT users 'alice' 'x'",
+        "DELETE users 'alice'",
+        "SCAN users",
+        "COUNT users",
+    ] {
+        let (_, _, m) = error(src);
+        assert!(
+            m.ends_with(&format!("found 'users' {table}")),
+            "{src:?}: {m}"
+        );
+    }
+    // Elsewhere only the quotes are missing.
+    for (src, word) in [
+        ("PUT 'k' hello", "hello"),
+        ("SCAN 'a' zebra", "zebra"),
+        ("SCAN PREFIX abc", "abc"),
+    ] {
+        let (_, _, m) = error(src);
+        assert!(
+            m.ends_with(&format!(
+                "found '{word}' (a word, not a literal: text is quoted, '{word}')"
+            )),
+            "{src:?}: {m}"
+        );
+    }
+    // Not a word, or past the keys: no hint.
+    // Nor for a keyword, which was meant as one.
+    for src in [
+        "GET 'a' 'b' users",
+        "SCAN LIMIT 1 users",
+        "PUT 'a' 12ab",
+        "USE 5",
+        "DELETE RANGE LIMIT 1",
+        "DELETE ALL",
+        "DELETE FROM users",
+        "GET where",
+    ] {
+        let (_, _, m) = error(src);
+        assert!(!m.contains("a word, not a literal"), "{src:?}: {m}");
     }
 }
 
