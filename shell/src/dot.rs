@@ -343,11 +343,12 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             crate::dump::dump(shell, args.first().copied()).map_err(|e| e.to_string())
         }),
         ".backup" => arity(1..=1, ".backup FILE").and_then(|()| {
-            let n = shell
-                .session
-                .database()
-                .backup(args[0])
-                .map_err(|e| format!("backup failed: {e}"))?;
+            let n = shell.session.database().backup(args[0]).map_err(|e| {
+                // (Named once: the engine's `AlreadyExists` names the file too.)
+                let e = e.to_string();
+                let why = e.strip_prefix(&format!("{} ", args[0])).unwrap_or(&e);
+                format!("cannot back up to {}: {why}", args[0])
+            })?;
             let entries = if n == 1 { "entry" } else { "entries" };
             Ok(format!("backed up {n} {entries} to {}", args[0]))
         }),
@@ -361,7 +362,7 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         }
         .map(|(access, file)| {
             shell
-                .reopen(file.map(Path::new), access)
+                .reopen(file.map(Path::new), access, at)
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default()

@@ -541,8 +541,9 @@ impl Shell {
     ///
     /// One handle at a time may write a file: reopening for writing the file open here
     /// for writing (to start afresh, as sqlite3's `.open` does) closes it first, and
-    /// opens it again as it was when that fails.
-    pub fn reopen(&mut self, file: Option<&Path>, access: Access) -> io::Result<()> {
+    /// opens it again as it was when that fails. Errors are reported at `at` (the
+    /// script's name, line and column, as for any command).
+    pub fn reopen(&mut self, file: Option<&Path>, access: Access, at: &str) -> io::Result<()> {
         let reopening = match file {
             Some(path) if access != Access::ReadOnly && self.writes(path) => Some(path),
             _ => None,
@@ -550,19 +551,19 @@ impl Shell {
         if reopening.is_some() {
             match open_session(None, Access::Write, self.settings.tuning) {
                 Ok(in_memory) => self.replace(in_memory)?,
-                Err(e) => return self.error(&format!("{e:#}")),
+                Err(e) => return self.error(&format!("{at}{e:#}")),
             }
         }
         match open_session(file, access, self.settings.tuning) {
             Ok(opened) => self.replace(opened),
             Err(e) => {
-                self.error(&format!("{e:#}"))?;
+                self.error(&format!("{at}{e:#}"))?;
                 match reopening {
                     Some(path) => {
                         match open_session(Some(path), Access::Write, self.settings.tuning) {
                             Ok(opened) => self.replace(opened),
                             Err(again) => self.error(&format!(
-                                "{again:#}: the shell goes on with a database in memory"
+                                "{at}{again:#}: the shell goes on with a database in memory"
                             )),
                         }
                     }
