@@ -35,7 +35,8 @@ pub use error::{ExecError, ParseError, Position, render, render_from_line};
 pub use exec::{DEFAULT_TABLE, Outcome, Output, Session};
 pub use lexer::{LexState, unclosed_quote};
 pub use parser::{
-    Limits, Script, parse_bytes, parse_bytes_with, parse_literal, parse_script, parse_script_with,
+    KEYWORDS, Limits, Script, parse_bytes, parse_bytes_with, parse_literal, parse_script,
+    parse_script_with,
 };
 pub use print::{as_integer, display_bytes, is_printable};
 

@@ -111,6 +111,36 @@ impl PError<'_> {
     }
 }
 
+/// The language's keywords (any case in a statement), as the grammar uses them.
+pub const KEYWORDS: [&str; 26] = [
+    "PUT",
+    "GET",
+    "DELETE",
+    "SCAN",
+    "COUNT",
+    "BEGIN",
+    "READ",
+    "ONLY",
+    "COMMIT",
+    "ROLLBACK",
+    "SAVEPOINT",
+    "RELEASE",
+    "TO",
+    "USE",
+    "CREATE",
+    "DROP",
+    "RENAME",
+    "TABLE",
+    "TABLES",
+    "IF",
+    "NOT",
+    "EXISTS",
+    "PREFIX",
+    "RANGE",
+    "REVERSE",
+    "LIMIT",
+];
+
 /// What to say of an unquoted word where a key or a value could have stood: one who
 /// knows SQL writes `GET users 'alice'` or `PUT 'k' hello`, and the language takes
 /// neither a table in a statement nor text without quotes.
@@ -119,48 +149,14 @@ fn bare_word_hint(expected: Option<&str>, word: &str) -> String {
         return String::new();
     };
     // A keyword, the language's or SQL's, was meant as one: quoting it would not help.
-    const KEYWORDS: &[&str] = &[
-        "PUT",
-        "GET",
-        "DELETE",
-        "SCAN",
-        "COUNT",
-        "BEGIN",
-        "COMMIT",
-        "ROLLBACK",
-        "SAVEPOINT",
-        "RELEASE",
-        "USE",
-        "CREATE",
-        "DROP",
-        "TABLES",
-        "TABLE",
-        "RENAME",
-        "TO",
-        "RANGE",
-        "PREFIX",
-        "REVERSE",
-        "LIMIT",
-        "READ",
-        "ONLY",
-        "IF",
-        "NOT",
-        "EXISTS",
-        "ALL",
-        "FROM",
-        "WHERE",
-        "INTO",
-        "VALUES",
-        "SET",
-        "AND",
-        "OR",
-        "BY",
-        "ORDER",
-        "KEY",
-        "VALUE",
+    const SQL: [&str; 12] = [
+        "ALL", "FROM", "WHERE", "INTO", "VALUES", "SET", "AND", "OR", "BY", "ORDER", "KEY", "VALUE",
     ];
     if word.starts_with(|c: char| c.is_ascii_digit())
-        || KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(word))
+        || KEYWORDS
+            .iter()
+            .chain(&SQL)
+            .any(|k| k.eq_ignore_ascii_case(word))
     {
         return String::new();
     }

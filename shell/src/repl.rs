@@ -15,35 +15,8 @@ use rustyline::{Context, Editor, Helper};
 
 use crate::shell::{Flow, Shell};
 
-const KEYWORDS: [&str; 27] = [
-    "PUT",
-    "GET",
-    "DELETE",
-    "SCAN",
-    "COUNT",
-    "BEGIN",
-    "READ",
-    "COMMIT",
-    "ROLLBACK",
-    "SAVEPOINT",
-    "RELEASE",
-    "TO",
-    "USE",
-    "CREATE",
-    "DROP",
-    "RENAME",
-    "TABLE",
-    "TABLES",
-    "IF",
-    "NOT",
-    "EXISTS",
-    "PREFIX",
-    "RANGE",
-    "REVERSE",
-    "LIMIT",
-    "main",
-    "x''",
-];
+/// Offered for completion besides the language's keywords: the default table, a blob.
+const OTHER_WORDS: [&str; 2] = ["main", "x''"];
 
 /// Completion of keywords, dot-commands, table names, bound parameters and file names;
 /// multi-line input while a quote is open.
@@ -113,7 +86,10 @@ fn candidates(line: &str, pos: usize, tables: &[String]) -> (usize, Vec<Pair>) {
     if word.starts_with('.') {
         crate::dot::COMMANDS.iter().for_each(|c| offer(c, true));
     } else if !word.is_empty() {
-        KEYWORDS.iter().for_each(|k| offer(k, false));
+        cairn_query::KEYWORDS
+            .iter()
+            .chain(&OTHER_WORDS)
+            .for_each(|k| offer(k, false));
         tables.iter().for_each(|t| offer(t, true));
     }
     let spaced = line[before.len()..].starts_with(char::is_whitespace);
@@ -302,8 +278,8 @@ mod tests {
         );
         // A name whose first character takes two bytes, against a one-letter word.
         assert_eq!(
-            complete("USE o", &["ôté", "oak"]),
-            (4, vec!["oak ".to_owned()])
+            complete("USE a", &["ávila", "ash"]),
+            (4, vec!["ash ".to_owned()])
         );
     }
 

@@ -573,6 +573,23 @@ fn a_bare_word_where_a_literal_goes_is_told_to_be_quoted() {
 }
 
 #[test]
+fn the_keyword_list_is_the_grammars() {
+    // Statements that use every keyword: each parses, and they use exactly `KEYWORDS`.
+    let uses = "BEGIN READ ONLY\nCOMMIT\nBEGIN\nSAVEPOINT s\nROLLBACK TO s\nRELEASE s\nROLLBACK\n\
+                PUT 1 2\nGET 1\nDELETE 1\nDELETE RANGE 1 2 PREFIX 'a'\n\
+                SCAN 1 PREFIX 'a' REVERSE LIMIT 2\nCOUNT\nUSE t\nTABLES\n\
+                CREATE TABLE IF NOT EXISTS t\nDROP TABLE IF EXISTS t\nRENAME TABLE t TO u";
+    let script = parse_script(uses);
+    assert!(script.errors.is_empty(), "{:?}", script.errors);
+    let words: std::collections::BTreeSet<&str> = uses
+        .split_whitespace()
+        .filter(|w| w.len() > 1 && w.chars().all(|c| c.is_ascii_uppercase()))
+        .collect();
+    let keywords: std::collections::BTreeSet<&str> = crate::KEYWORDS.into_iter().collect();
+    assert_eq!(words, keywords);
+}
+
+#[test]
 fn limits_are_errors() {
     let limits = Limits {
         max_literal: 4,
