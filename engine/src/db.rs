@@ -322,8 +322,13 @@ impl Inner {
 pub struct IoStats {
     /// Commits that changed something.
     pub commits: u64,
-    /// `fdatasync` calls (or their equivalent).
+    /// Flushes of the disk's cache: `fdatasync` calls of the whole file, and the durable
+    /// (`O_DSYNC`) writes of commit-log records, one per durable commit that logs.
     pub syncs: u64,
+    /// Of those, the `fdatasync` calls of the whole file: at the end of the commit log's
+    /// cycle, a durable commit that cannot log, [`Database::sync`], closing. Each writes
+    /// back every page written since the last one, and makes a commit wait longer.
+    pub file_syncs: u64,
     /// Positioned writes.
     pub writes: u64,
     /// Bytes those writes wrote.
@@ -547,6 +552,7 @@ impl Database {
         IoStats {
             commits: self.inner.commits.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
+            file_syncs: c.file_syncs.load(Ordering::Relaxed),
             writes: c.writes.load(Ordering::Relaxed),
             bytes_written: c.bytes_written.load(Ordering::Relaxed),
             file_size: self.inner.storage.len(),

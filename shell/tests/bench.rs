@@ -156,6 +156,16 @@ fn bench_reports_latency_percentiles_and_io_in_json() {
         json["summary"]["fsyncs per run"], json["summary"]["commits per run"],
         "one fsync per durable commit"
     );
+    // All but one or two of them a commit-log record's durable write: a fresh file's log
+    // holds 128 single-put records, and its cycle's end syncs the file (then it holds 256).
+    let file_syncs: u64 = json["summary"]["file syncs per run"]
+        .as_str()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        (1..=2).contains(&file_syncs),
+        "{file_syncs} file syncs in {commits} commits"
+    );
     let md = bench_once(&script, &["--format", "markdown"]);
     let md_text = text(&md.stdout);
     let tables: Vec<Vec<&str>> = md_text

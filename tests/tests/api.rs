@@ -800,6 +800,10 @@ fn a_durable_commit_costs_one_sync_and_eventual_commits_none() -> Result<(), Err
         10,
         "one fdatasync per durable commit"
     );
+    assert_eq!(
+        after.file_syncs, before.file_syncs,
+        "each went to the commit log, the file unsynced"
+    );
     assert!(after.bytes_written > before.bytes_written);
 
     let before = db.io_stats();
@@ -816,6 +820,11 @@ fn a_durable_commit_costs_one_sync_and_eventual_commits_none() -> Result<(), Err
     );
     db.sync()?;
     assert_eq!(db.io_stats().syncs, before.syncs + 1);
+    assert_eq!(
+        db.io_stats().file_syncs,
+        before.file_syncs + 1,
+        "sync() syncs the file"
+    );
     Ok(())
 }
 

@@ -12,6 +12,7 @@ pub(crate) struct IoCounters {
     pub writes: AtomicU64,
     pub bytes_written: AtomicU64,
     pub syncs: AtomicU64,
+    pub file_syncs: AtomicU64,
 }
 
 /// Passes every call through to `inner`, counting writes and syncs.
@@ -56,6 +57,7 @@ impl Storage for Counted {
     fn sync(&self) -> io::Result<()> {
         self.inner.sync()?;
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        self.counters.file_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
     fn write_durable(&self, offset: u64, data: &[u8]) -> io::Result<()> {

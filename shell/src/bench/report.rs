@@ -180,6 +180,10 @@ impl Report {
             ("commits per run", per_run(|r| r.io.commits).to_string()),
             ("fsyncs per run", per_run(|r| r.io.syncs).to_string()),
             (
+                "file syncs per run",
+                per_run(|r| r.io.file_syncs).to_string(),
+            ),
+            (
                 "bytes written per run",
                 per_run(|r| r.io.bytes_written).to_string(),
             ),

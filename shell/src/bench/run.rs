@@ -211,6 +211,7 @@ pub fn run_once(
         io: IoStats {
             commits: after.commits - before.commits,
             syncs: after.syncs - before.syncs,
+            file_syncs: after.file_syncs - before.file_syncs,
             writes: after.writes - before.writes,
             bytes_written: after.bytes_written - before.bytes_written,
             file_size: after.file_size,
