@@ -142,21 +142,23 @@ pub const KEYWORDS: [&str; 26] = [
 ];
 
 /// What to say of an unquoted word where a key or a value could have stood: one who
-/// knows SQL writes `GET users 'alice'` or `PUT 'k' hello`, and the language takes
-/// neither a table in a statement nor text without quotes.
+/// knows SQL writes `GET users 'alice'`, `PUT 'k' hello` or `DELETE FROM t`, and the
+/// language takes neither a table in a statement, nor text without quotes, nor SQL.
 fn bare_word_hint(expected: Option<&str>, word: &str) -> String {
+    const SQL: [&str; 9] = [
+        "FROM", "WHERE", "INTO", "VALUES", "SET", "ORDER", "BY", "AND", "OR",
+    ];
+    if SQL.iter().any(|k| k.eq_ignore_ascii_case(word)) {
+        return ": the language is not SQL (.help in the shell lists its statements)".to_owned();
+    }
+    // A keyword of the language was meant as one (and `ALL` as `DELETE ALL` means it):
+    // quoting it would not help.
     let Some(expected) = expected else {
         return String::new();
     };
-    // A keyword, the language's or SQL's, was meant as one: quoting it would not help.
-    const SQL: [&str; 12] = [
-        "ALL", "FROM", "WHERE", "INTO", "VALUES", "SET", "AND", "OR", "BY", "ORDER", "KEY", "VALUE",
-    ];
     if word.starts_with(|c: char| c.is_ascii_digit())
-        || KEYWORDS
-            .iter()
-            .chain(&SQL)
-            .any(|k| k.eq_ignore_ascii_case(word))
+        || word.eq_ignore_ascii_case("ALL")
+        || KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(word))
     {
         return String::new();
     }

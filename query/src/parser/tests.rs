@@ -546,6 +546,7 @@ fn a_bare_word_where_a_literal_goes_is_told_to_be_quoted() {
         ("PUT 'k' hello", "hello"),
         ("SCAN 'a' zebra", "zebra"),
         ("SCAN PREFIX abc", "abc"),
+        ("PUT 1 value", "value"),
     ] {
         let (_, _, m) = error(src);
         assert!(
@@ -564,11 +565,24 @@ fn a_bare_word_where_a_literal_goes_is_told_to_be_quoted() {
         "USE 5",
         "DELETE RANGE LIMIT 1",
         "DELETE ALL",
-        "DELETE FROM users",
-        "GET where",
     ] {
         let (_, _, m) = error(src);
         assert!(!m.contains("a word, not a literal"), "{src:?}: {m}");
+    }
+    // SQL's words, wherever they are met, are told to be SQL.
+    for (src, word) in [
+        ("DELETE FROM users", "FROM"),
+        ("GET where", "where"),
+        ("SCAN 'a' 'b' ORDER BY k", "ORDER"),
+        ("PUT INTO t 'k' 'v'", "INTO"),
+    ] {
+        let (_, _, m) = error(src);
+        assert!(
+            m.ends_with(&format!(
+                "found '{word}': the language is not SQL (.help in the shell lists its statements)"
+            )),
+            "{src:?}: {m}"
+        );
     }
 }
 
