@@ -141,21 +141,24 @@ pub const KEYWORDS: [&str; 26] = [
     "LIMIT",
 ];
 
-/// What to say of an unquoted word where a key or a value could have stood: one who
-/// knows SQL writes `GET users 'alice'`, `PUT 'k' hello` or `DELETE FROM t`, and the
-/// language takes neither a table in a statement, nor text without quotes, nor SQL.
+/// What to say of a word found where something else was expected: one who knows SQL
+/// writes `SELECT ..`, `GET users 'alice'`, `PUT 'k' hello` or `DELETE FROM t`, and the
+/// language takes neither SQL, nor a table in a statement, nor text without quotes. Where
+/// a literal could have stood is told by what was expected: every such text names a key,
+/// a value or a quoted string.
 fn bare_word_hint(expected: Option<&str>, word: &str) -> String {
-    const SQL: [&str; 9] = [
-        "FROM", "WHERE", "INTO", "VALUES", "SET", "ORDER", "BY", "AND", "OR",
+    const SQL: [&str; 15] = [
+        "SELECT", "INSERT", "UPDATE", "UPSERT", "REPLACE", "WITH", "FROM", "WHERE", "INTO",
+        "VALUES", "SET", "ORDER", "BY", "AND", "OR",
     ];
     if SQL.iter().any(|k| k.eq_ignore_ascii_case(word)) {
         return ": the language is not SQL (.help in the shell lists its statements)".to_owned();
     }
-    // A keyword of the language was meant as one (and `ALL` as `DELETE ALL` means it):
-    // quoting it would not help.
     let Some(expected) = expected else {
         return String::new();
     };
+    // A keyword of the language was meant as one (and `ALL` as `DELETE ALL` means it):
+    // quoting it would not help.
     if word.starts_with(|c: char| c.is_ascii_digit())
         || word.eq_ignore_ascii_case("ALL")
         || KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(word))
@@ -694,13 +697,7 @@ fn statement(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
                      TABLE t TO u renames a table)"
                 ),
             ),
-            "SELECT" | "INSERT" | "UPDATE" | "UPSERT" | "REPLACE" | "SET" | "WITH" => failure_msg(
-                ws(i)?.0,
-                format!(
-                    "expected {STATEMENT}, found '{verb}': the language is not SQL (.help \
-                         in the shell lists its statements)"
-                ),
-            ),
+            // (SQL's verbs are told to be SQL's where the error is described.)
             _ => failure(ws(i)?.0, STATEMENT),
         }
     }
