@@ -525,39 +525,35 @@ fn each_error_class_reports_its_position() {
 
 #[test]
 fn a_bare_word_where_a_literal_goes_is_told_to_be_quoted() {
+    let quote = |w: &str| format!("found '{w}' (a word, not a literal: text is quoted, '{w}')");
     // Where the first key goes, a word may be a table's name written the SQL way.
-    let table = "(a word, not a literal: text is quoted, 'users'; a statement works on the \
-                 table USE chose)";
-    for src in [
-        "GET users 'alice'",
-        "PUT users 'alice' 'x'",
-        "DELETE users 'alice'",
-        "SCAN users",
-        "COUNT users",
+    let table = "found 'users' (a word, not a literal: text is quoted, 'users'; a statement \
+                 works on the table USE chose)";
+    let sql = |w: &str| {
+        format!("found '{w}': the language is not SQL (.help in the shell lists its statements)")
+    };
+    for (src, ending) in [
+        ("GET users 'alice'", table.to_owned()),
+        ("PUT users 'alice' 'x'", table.to_owned()),
+        ("DELETE users 'alice'", table.to_owned()),
+        ("SCAN users", table.to_owned()),
+        ("COUNT users", table.to_owned()),
+        // Elsewhere only the quotes are missing.
+        ("PUT 'k' hello", quote("hello")),
+        ("SCAN 'a' zebra", quote("zebra")),
+        ("SCAN PREFIX abc", quote("abc")),
+        ("PUT 1 value", quote("value")),
+        // SQL's words, wherever they are met, are told to be SQL.
+        ("DELETE FROM users", sql("FROM")),
+        ("GET where", sql("where")),
+        ("SCAN 'a' 'b' ORDER BY k", sql("ORDER")),
+        ("PUT INTO t 'k' 'v'", sql("INTO")),
+        ("select * from t", sql("select")),
     ] {
         let (_, _, m) = error(src);
-        assert!(
-            m.ends_with(&format!("found 'users' {table}")),
-            "{src:?}: {m}"
-        );
+        assert!(m.ends_with(&ending), "{src:?}: {m}");
     }
-    // Elsewhere only the quotes are missing.
-    for (src, word) in [
-        ("PUT 'k' hello", "hello"),
-        ("SCAN 'a' zebra", "zebra"),
-        ("SCAN PREFIX abc", "abc"),
-        ("PUT 1 value", "value"),
-    ] {
-        let (_, _, m) = error(src);
-        assert!(
-            m.ends_with(&format!(
-                "found '{word}' (a word, not a literal: text is quoted, '{word}')"
-            )),
-            "{src:?}: {m}"
-        );
-    }
-    // Not a word, or past the keys: no hint.
-    // Nor for a keyword, which was meant as one.
+    // Not a word, or past the keys, or a keyword meant as one: no hint.
     for src in [
         "GET 'a' 'b' users",
         "SCAN LIMIT 1 users",
@@ -568,21 +564,6 @@ fn a_bare_word_where_a_literal_goes_is_told_to_be_quoted() {
     ] {
         let (_, _, m) = error(src);
         assert!(!m.contains("a word, not a literal"), "{src:?}: {m}");
-    }
-    // SQL's words, wherever they are met, are told to be SQL.
-    for (src, word) in [
-        ("DELETE FROM users", "FROM"),
-        ("GET where", "where"),
-        ("SCAN 'a' 'b' ORDER BY k", "ORDER"),
-        ("PUT INTO t 'k' 'v'", "INTO"),
-    ] {
-        let (_, _, m) = error(src);
-        assert!(
-            m.ends_with(&format!(
-                "found '{word}': the language is not SQL (.help in the shell lists its statements)"
-            )),
-            "{src:?}: {m}"
-        );
     }
 }
 
