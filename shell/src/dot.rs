@@ -343,12 +343,17 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
             crate::dump::dump(shell, args.first().copied()).map_err(|e| e.to_string())
         }),
         ".backup" => arity(1..=1, ".backup FILE").and_then(|()| {
-            let n = shell.session.database().backup(args[0]).map_err(|e| {
-                // (Named once: the engine's `AlreadyExists` names the file too.)
-                let e = e.to_string();
-                let why = e.strip_prefix(&format!("{} ", args[0])).unwrap_or(&e);
-                format!("cannot back up to {}: {why}", args[0])
-            })?;
+            let n = shell
+                .session
+                .database()
+                .backup(args[0])
+                .map_err(|e| match e {
+                    // (The engine's message names the file as well.)
+                    cairn_engine::Error::Io(io) if io.kind() == io::ErrorKind::AlreadyExists => {
+                        format!("cannot back up to {}: it exists already", args[0])
+                    }
+                    e => format!("cannot back up to {}: {e}", args[0]),
+                })?;
             let entries = if n == 1 { "entry" } else { "entries" };
             Ok(format!("backed up {n} {entries} to {}", args[0]))
         }),
