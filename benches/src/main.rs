@@ -2,6 +2,9 @@
 //! `cd benches && cargo run --release -- [--keys N] [--runs N] [--stores a,b] [--workloads 'x;y']`
 //! (workloads by the start of their names, which hold commas: separated by semicolons);
 //! `--memory DIR` measures the memory of a process reading a 1 GiB database instead.
+//! With `CAIRN_PEERS_DETAIL` set, the rows of durable commits from threads print each
+//! measurement's commit latencies and the store's own counters (Cairn's commits and syncs)
+//! to standard error.
 //!
 //! Every store gets a fresh folder and a fresh process (`child.rs`) for every measurement,
 //! after a system-wide `sync`; loads that are not measured happen first. Each figure is the median of the runs. The last column is Cairn's figure
@@ -36,6 +39,8 @@ enum Unit {
     /// The store's folder on disk after the run, with the store closed: the blocks its
     /// files take (a sparse file's holes count nothing), in MiB.
     MebibytesOnDisk,
+    /// One figure over another of the same store, both taken in the same process.
+    Times,
 }
 
 struct Workload {
@@ -104,32 +109,79 @@ fn batches_of_1k(s: &mut dyn Store, keys: &[[u8; 8]]) -> R<f64> {
     })
 }
 
-/// Durable single-put commits from `threads` threads at once (1,000 in all, new keys);
-/// returns commits per second over all threads.
-fn on_threads(s: &mut dyn Store, p: &Params, threads: u64) -> R<f64> {
+/// Durable single-put commits from `threads` threads at once (1,000 in all, new keys from
+/// `first` on after the loaded ones); returns commits per second over all threads.
+fn on_threads(s: &mut dyn Store, p: &Params, threads: u64, first: u64) -> R<f64> {
+    let detail = std::env::var_os("CAIRN_PEERS_DETAIL").is_some();
+    let before = s.counters();
     let shared = s.shared().ok_or(store::NOT_SHARED)?;
     let per_thread = 1_000 / threads;
     let v = [b'w'; VALUE];
     let t = Instant::now();
-    let failed = std::thread::scope(|scope| {
+    let outcomes: Vec<Result<Vec<f64>, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|th| {
                 scope.spawn(move || {
-                    (0..per_thread).try_for_each(|i| {
-                        let k = key(p.keys + th * per_thread + i);
-                        shared.put_durable(&k, &v).map_err(|e| e.to_string())
-                    })
+                    let mut waits = Vec::with_capacity(per_thread as usize);
+                    for i in 0..per_thread {
+                        let k = key(p.keys + first + th * per_thread + i);
+                        let started = Instant::now();
+                        shared.put_durable(&k, &v).map_err(|e| e.to_string())?;
+                        waits.push(started.elapsed().as_secs_f64() * 1e6);
+                    }
+                    Ok(waits)
                 })
             })
             .collect();
         handles
             .into_iter()
-            .find_map(|h| h.join().map_or(Some("panicked".to_owned()), Result::err))
+            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".to_owned())))
+            .collect()
     });
-    if let Some(e) = failed {
-        return Err(e.into());
+    let elapsed = t.elapsed().as_secs_f64();
+    let mut waits = Vec::new();
+    for outcome in outcomes {
+        waits.extend(outcome?);
     }
-    Ok((threads * per_thread) as f64 / t.elapsed().as_secs_f64())
+    if detail {
+        waits.sort_by(f64::total_cmp);
+        let at = |q: f64| waits[((waits.len() - 1) as f64 * q) as usize];
+        eprintln!(
+            "{threads} threads: {:.1} ms, commit µs p50 {:.0} p90 {:.0} p99 {:.0} max {:.0}; before: {}; after: {}",
+            elapsed * 1e3,
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0),
+            before.unwrap_or_default(),
+            s.counters().unwrap_or_default()
+        );
+    }
+    Ok((threads * per_thread) as f64 / elapsed)
+}
+
+/// The median of `xs`.
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Takes `measure`'s figure with `a` and with `b` in this process, in turns (a, b, b, a,
+/// a, b); returns the median of `b`'s three over that of `a`'s. Taken in rows of their
+/// own, the two figures are seconds or minutes apart, and the machine's speed (the disk's
+/// most), which drifts by half over minutes on a shared virtual machine, can fall on one
+/// of them alone. `measure` gets its turn's number too.
+fn in_turns(a: u64, b: u64, mut measure: impl FnMut(u64, usize) -> R<f64>) -> R<f64> {
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for (turn, x) in [a, b, b, a, a, b].into_iter().enumerate() {
+        let figure = measure(x, turn)?;
+        if x == a {
+            xs.push(figure)
+        } else {
+            ys.push(figure)
+        }
+    }
+    Ok(median(ys) / median(xs))
 }
 
 /// How long readers read beside a writer.
@@ -208,7 +260,7 @@ fn in_random_batches(s: &mut dyn Store, keys: &[[u8; 8]], fill: u8) -> R<()> {
 
 const BIG: usize = 32 << 20;
 
-const WORKLOADS: [Workload; 28] = [
+const WORKLOADS: [Workload; 30] = [
     Workload {
         name: "insert, sequential, 1 txn",
         unit: Unit::PerSecond,
@@ -256,6 +308,17 @@ const WORKLOADS: [Workload; 28] = [
         unit: Unit::PerSecond,
         loaded: true,
         run: |s, p| readers_beside_writer(s, p, 2),
+    },
+    Workload {
+        name: "get, random, beside a writer, what a second reader adds",
+        unit: Unit::Times,
+        loaded: true,
+        run: |s, p| {
+            in_turns(1, 2, |readers, _| {
+                readers_beside_writer(s, p, readers as usize)
+            })
+            .map(|two_over_one| two_over_one - 1.0)
+        },
     },
     Workload {
         name: "scan, full",
@@ -338,13 +401,23 @@ const WORKLOADS: [Workload; 28] = [
         name: "durable commits of 1 put, 1 thread",
         unit: Unit::PerSecond,
         loaded: true,
-        run: |s, p| on_threads(s, p, 1),
+        run: |s, p| on_threads(s, p, 1, 0),
     },
     Workload {
         name: "durable commits of 1 put, 4 threads",
         unit: Unit::PerSecond,
         loaded: true,
-        run: |s, p| on_threads(s, p, 4),
+        run: |s, p| on_threads(s, p, 4, 0),
+    },
+    Workload {
+        name: "durable commits of 1 put, 4 threads over 1",
+        unit: Unit::Times,
+        loaded: true,
+        run: |s, p| {
+            in_turns(1, 4, |threads, turn| {
+                on_threads(s, p, threads, turn as u64 * 1_000)
+            })
+        },
     },
     Workload {
         name: "durable txns of 100 random puts",
@@ -500,6 +573,7 @@ fn row(name: &str, unit: Unit, stores: &[&str], runs: usize, measure: &dyn Fn(&s
         Unit::Micros => "µs",
         Unit::MegabytesPerSecond => "MiB/s",
         Unit::MebibytesOnDisk => "MiB",
+        Unit::Times => "×",
     };
     print!("| {name} | {unit_name} |");
     // Each store's figures so far, and whether it can run this row at all.
@@ -541,6 +615,7 @@ fn row(name: &str, unit: Unit, stores: &[&str], runs: usize, measure: &dyn Fn(&s
     for (store, figure) in &figures {
         let shown = match figure {
             Some(x) if less_is_better => format!("{x:.1}"),
+            Some(x) if unit == Unit::Times => format!("{x:.2}"),
             Some(x) => format!("{x:.0}"),
             None => "–".into(),
         };

@@ -40,4 +40,8 @@ pub trait Store {
     fn shared(&self) -> Option<&dyn Shared> {
         None
     }
+    /// What the store counts of its own work (commits, syncs), for `CAIRN_PEERS_DETAIL`.
+    fn counters(&self) -> Option<String> {
+        None
+    }
 }

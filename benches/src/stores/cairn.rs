@@ -24,6 +24,14 @@ impl Store for Cairn {
         Some(self)
     }
 
+    fn counters(&self) -> Option<String> {
+        let io = self.0.io_stats();
+        Some(format!(
+            "commits {} syncs {} file syncs {} writes {}",
+            io.commits, io.syncs, io.file_syncs, io.writes
+        ))
+    }
+
     fn write(&mut self, changes: &mut dyn Iterator<Item = Change<'_>>, durable: bool) -> R<()> {
         let mut w = self.0.begin_write()?;
         w.set_durability(if durable {
