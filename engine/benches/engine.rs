@@ -164,6 +164,32 @@ fn scan(c: &mut Criterion) {
     g.finish();
 }
 
+/// Ranges of `len` keys from random starts over 100,000 keys, each in a read transaction of
+/// its own (the comparison's "scans of N keys" rows, here warm and in memory).
+fn short_scans(c: &mut Criterion) {
+    let n = 100_000;
+    let db = loaded(n);
+    let starts = keys(n, true);
+    let mut g = c.benchmark_group("short_scans");
+    for len in [10usize, 100, 1_000] {
+        let mut next = starts.iter().cycle();
+        g.throughput(Throughput::Elements(len as u64));
+        g.bench_function(BenchmarkId::from_parameter(len), |b| {
+            b.iter(|| -> cairn_engine::Result<usize> {
+                let start = next.next().copied().unwrap_or_default();
+                let r = db.begin_read()?;
+                let t = r.open_table("t")?;
+                let mut total = 0;
+                for e in t.range(&start[..]..)?.take(len) {
+                    total += e?.1.len();
+                }
+                Ok(black_box(total))
+            });
+        });
+    }
+    g.finish();
+}
+
 fn commit_durable(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let db = Database::create(dir.path().join("bench.cairn")).unwrap_or_else(|e| panic!("{e}"));
@@ -275,6 +301,7 @@ criterion_group!(
     insert_spilling,
     get,
     scan,
+    short_scans,
     remove,
     commit_durable,
     commit_eventual,
