@@ -22,7 +22,8 @@ Statements (separated by ; or new lines, keywords in any case):
   Literals: 'text', \"text\", x'00ff', 42 (stored as 8 big-endian bytes),
   :name (a parameter: its value is bound with .param set)
 
-Dot-commands, each on a line of its own:
+Dot-commands, each on a line of its own (or shortened, .q, .tab, to a start that
+no other command shares):
 .backup FILE          write a consistent copy of the database to FILE
 .bail on|off          stop at the first statement or command that fails, or not
 .changes on|off       after each PUT, DELETE and DELETE RANGE, print how many keys
@@ -153,6 +154,55 @@ pub const FILE_COMMANDS: [&str; 7] = [
     ".backup", ".export", ".import", ".once", ".open", ".output", ".read",
 ];
 
+/// The command `word` names: itself, or the one command it is the start of (`.q`, `.tab`,
+/// `.hea`), as sqlite3 takes them.
+///
+/// # Errors
+/// A word that starts several commands (naming them), or none (with a pointer for
+/// sqlite3's commands that have no counterpart here).
+pub fn resolve(word: &str) -> Result<&'static str, String> {
+    // (`.parameter` is `.param`'s longer name, as in sqlite3.)
+    let names = COMMANDS.iter().copied().chain([".parameter"]);
+    if let Some(exact) = names.clone().find(|c| *c == word) {
+        return Ok(if exact == ".parameter" {
+            ".param"
+        } else {
+            exact
+        });
+    }
+    let mut starting: Vec<&'static str> = if word.len() > 1 {
+        names
+            .filter(|c| c.starts_with(word))
+            .map(|c| if c == ".parameter" { ".param" } else { c })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    starting.sort_unstable();
+    starting.dedup();
+    match starting[..] {
+        [one] => Ok(one),
+        [] => Err(unknown(word)),
+        _ => Err(format!(
+            "{word} could be {}: type more of the command",
+            starting.join(", ")
+        )),
+    }
+}
+
+/// What to say of a command no command starts with.
+fn unknown(word: &str) -> String {
+    let pointer = match word {
+        ".schema" | ".fullschema" => {
+            ": a table holds keys and values, with no schema; .tables lists the tables"
+        }
+        ".indexes" | ".indices" => ": a table is ordered by its keys, and has no other index",
+        ".databases" => ": .show names the open file",
+        _ => ": .help lists the commands",
+    };
+    format!("unknown command {word}{pointer}")
+}
+
 fn on_off(arg: Option<&str>) -> Option<bool> {
     match arg?.to_ascii_lowercase().as_str() {
         "on" | "yes" | "true" | "1" => Some(true),
@@ -200,7 +250,14 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
     let (first, rest) = trimmed
         .split_once(char::is_whitespace)
         .unwrap_or((trimmed, ""));
-    if first == ".param" || first == ".parameter" {
+    let command = match resolve(first) {
+        Ok(command) => command,
+        Err(message) => {
+            shell.error(&format!("{at}{message}"))?;
+            return Ok(Flow::Continue);
+        }
+    };
+    if command == ".param" {
         match crate::param::run(shell, rest) {
             Ok(text) if text.is_empty() => {}
             Ok(text) => writeln!(shell.out, "{text}")?,
@@ -215,7 +272,6 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
         ))?;
         return Ok(Flow::Continue);
     };
-    let command = words.first().map_or(".", String::as_str);
     let args: Vec<&str> = words.iter().skip(1).map(String::as_str).collect();
     let fail = |shell: &mut Shell, message: String| shell.error(&format!("{at}{message}"));
     let arity = |n: std::ops::RangeInclusive<usize>, usage: &str| -> Result<(), String> {
@@ -393,9 +449,7 @@ pub fn run(shell: &mut Shell, line: &str, at: &str) -> io::Result<Flow> {
                 .map(|()| String::new())
                 .map_err(|e| format!("cannot write {}: {e}", args[0]))
         }),
-        _ => Err(format!(
-            "unknown command {command}: .help lists the commands"
-        )),
+        _ => Err(unknown(command)),
     };
     match checked {
         Ok(text) if text.is_empty() => {}
@@ -530,7 +584,38 @@ fn compact(shell: &mut Shell) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{help_on, split_words};
+    use super::{COMMANDS, help_on, resolve, split_words};
+
+    #[test]
+    fn a_command_is_named_whole_or_by_a_start_no_other_command_shares() {
+        for c in COMMANDS {
+            assert_eq!(resolve(c), Ok(c));
+        }
+        assert_eq!(resolve(".parameter"), Ok(".param"));
+        assert_eq!(resolve(".q"), Ok(".quit"));
+        assert_eq!(resolve(".tab"), Ok(".tables"));
+        assert_eq!(resolve(".hea"), Ok(".headers"));
+        assert_eq!(resolve(".hel"), Ok(".help"));
+        // `.page` is a command and the start of `.pages`: the command itself wins.
+        assert_eq!(resolve(".page"), Ok(".page"));
+        assert_eq!(resolve(".para"), Ok(".param"));
+        assert_eq!(
+            resolve(".h"),
+            Err(".h could be .headers, .help: type more of the command".to_owned())
+        );
+        assert_eq!(
+            resolve(".ex"),
+            Err(".ex could be .exit, .export: type more of the command".to_owned())
+        );
+        for word in [".", ".bogus", ".quitt", "tables"] {
+            assert_eq!(
+                resolve(word),
+                Err(format!("unknown command {word}: .help lists the commands"))
+            );
+        }
+        assert!(resolve(".schema").is_err_and(|e| e.contains(".tables lists the tables")));
+        assert!(resolve(".indexes").is_err_and(|e| e.contains("no other index")));
+    }
 
     #[test]
     fn help_on_a_topic_gives_its_lines_of_the_list() {
