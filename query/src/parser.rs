@@ -144,8 +144,7 @@ pub const KEYWORDS: [&str; 26] = [
 /// What to say of a word found where something else was expected: one who knows SQL
 /// writes `SELECT ..`, `GET users 'alice'`, `PUT 'k' hello` or `DELETE FROM t`, and the
 /// language takes neither SQL, nor a table in a statement, nor text without quotes. Where
-/// a literal could have stood is told by what was expected: every such text names a key,
-/// a value or a quoted string.
+/// a literal could have stood is told by what was expected there ([`literal_slot`]).
 fn bare_word_hint(expected: Option<&str>, word: &str) -> String {
     const SQL: [&str; 15] = [
         "SELECT", "INSERT", "UPDATE", "UPSERT", "REPLACE", "WITH", "FROM", "WHERE", "INTO",
@@ -165,18 +164,13 @@ fn bare_word_hint(expected: Option<&str>, word: &str) -> String {
     {
         return String::new();
     }
-    if expected.starts_with("a key") || expected.starts_with("a start key") {
-        format!(
+    match literal_slot(expected) {
+        Some(LiteralSlot::FirstKey) => format!(
             " (a word, not a literal: text is quoted, '{word}'; a statement works on the \
              table USE chose)"
-        )
-    } else if ["key", "value", "a quoted string"]
-        .iter()
-        .any(|k| expected.contains(k))
-    {
-        format!(" (a word, not a literal: text is quoted, '{word}')")
-    } else {
-        String::new()
+        ),
+        Some(LiteralSlot::Other) => format!(" (a word, not a literal: text is quoted, '{word}')"),
+        None => String::new(),
     }
 }
 
@@ -184,6 +178,33 @@ type Res<'a, T> = IResult<&'a str, T, PError<'a>>;
 
 const STATEMENT: &str = "a statement (PUT, GET, DELETE, SCAN, COUNT, BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, USE, CREATE, DROP or TABLES)";
 const LITERAL: &str = "a quoted string, x'..', an integer or a :parameter";
+/// What is expected where a key, a value or a range's end could stand: a word found there
+/// is told that text is quoted ([`literal_slot`]).
+const KEY: &str = "a key: a quoted string, x'..', an integer or a :parameter";
+const VALUE: &str = "a value: a quoted string, x'..', an integer or a :parameter";
+const DELETE_KEY: &str =
+    "a key (a quoted string, x'..', an integer or a :parameter), RANGE or PREFIX";
+const SCAN_START: &str = "a start key, PREFIX, REVERSE, LIMIT or the end of the statement";
+const SCAN_END: &str = "an end key, PREFIX, REVERSE, LIMIT or the end of the statement";
+const COUNT_START: &str = "a start key, PREFIX or the end of the statement";
+const COUNT_END: &str = "an end key, PREFIX or the end of the statement";
+
+/// Where a literal could have stood, told by what was expected there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LiteralSlot {
+    /// A statement's first key, where one who knows SQL names a table.
+    FirstKey,
+    /// A value, a range's end key, a prefix, a parameter's value.
+    Other,
+}
+
+fn literal_slot(expected: &str) -> Option<LiteralSlot> {
+    match expected {
+        KEY | DELETE_KEY | SCAN_START | COUNT_START => Some(LiteralSlot::FirstKey),
+        VALUE | SCAN_END | COUNT_END | LITERAL => Some(LiteralSlot::Other),
+        _ => None,
+    }
+}
 
 fn failure<'a, T>(at: &'a str, expected: &'static str) -> Res<'a, T> {
     Err(nom::Err::Failure(PError {
@@ -441,14 +462,8 @@ fn savepoint_name(limits: Limits) -> impl Fn(&str) -> Res<'_, String> {
 fn put_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
     move |i| {
         (
-            context(
-                "a key: a quoted string, x'..', an integer or a :parameter",
-                cut(literal(limits)),
-            ),
-            context(
-                "a value: a quoted string, x'..', an integer or a :parameter",
-                cut(literal(limits)),
-            ),
+            context(KEY, cut(literal(limits))),
+            context(VALUE, cut(literal(limits))),
         )
             .map(|(key, value)| Statement::Put { key, value })
             .parse(i)
@@ -457,14 +472,7 @@ fn put_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
 
 /// `key_stmt = "GET" literal`
 fn key_stmt(limits: Limits, make: fn(Literal) -> Statement) -> impl Fn(&str) -> Res<'_, Statement> {
-    move |i| {
-        context(
-            "a key: a quoted string, x'..', an integer or a :parameter",
-            cut(literal(limits)),
-        )
-        .map(make)
-        .parse(i)
-    }
+    move |i| context(KEY, cut(literal(limits))).map(make).parse(i)
 }
 
 /// `delete = "DELETE" ( literal | "RANGE" range [ "PREFIX" literal ] | "PREFIX" literal )`
@@ -503,10 +511,7 @@ fn delete_stmt(limits: Limits) -> impl Fn(&str) -> Res<'_, Statement> {
                 };
                 Ok((rest, Statement::DeleteRange { range }))
             }
-            _ => failure(
-                ws(i)?.0,
-                "a key (a quoted string, x'..', an integer or a :parameter), RANGE or PREFIX",
-            ),
+            _ => failure(ws(i)?.0, DELETE_KEY),
         }
     }
 }
@@ -538,12 +543,10 @@ fn scan_stmt(limits: Limits, count: bool) -> impl Fn(&str) -> Res<'_, Statement>
         let (mut reverse, mut limit) = (false, None);
         // Right after the range, a key could still have stood there.
         let mut options = match (count, &range.start, &range.end) {
-            (false, None, _) => "a start key, PREFIX, REVERSE, LIMIT or the end of the statement",
-            (false, Some(_), None) => {
-                "an end key, PREFIX, REVERSE, LIMIT or the end of the statement"
-            }
-            (true, None, _) => "a start key, PREFIX or the end of the statement",
-            (true, Some(_), None) => "an end key, PREFIX or the end of the statement",
+            (false, None, _) => SCAN_START,
+            (false, Some(_), None) => SCAN_END,
+            (true, None, _) => COUNT_START,
+            (true, Some(_), None) => COUNT_END,
             (false, Some(_), Some(_)) => "PREFIX, REVERSE, LIMIT or the end of the statement",
             (true, Some(_), Some(_)) => "PREFIX or the end of the statement",
         };

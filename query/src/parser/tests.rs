@@ -565,6 +565,43 @@ fn a_bare_word_where_a_literal_goes_is_told_to_be_quoted() {
         let (_, _, m) = error(src);
         assert!(!m.contains("a word, not a literal"), "{src:?}: {m}");
     }
+    // Past a parameter's value, nothing more was to stand: no hint either.
+    let Err(e) = parse_literal("'a' b") else {
+        panic!("a second word after a value parsed")
+    };
+    assert_eq!(e.message, "expected the end of the value, found 'b'");
+    // The texts of where a literal could stand are the ones the grammar uses.
+    for (src, slot) in [
+        ("GET", LiteralSlot::FirstKey),
+        ("PUT", LiteralSlot::FirstKey),
+        ("DELETE", LiteralSlot::FirstKey),
+        ("SCAN zebra", LiteralSlot::FirstKey),
+        ("COUNT zebra", LiteralSlot::FirstKey),
+        ("PUT 'k'", LiteralSlot::Other),
+        ("SCAN 'a' zebra", LiteralSlot::Other),
+        ("COUNT 'a' zebra", LiteralSlot::Other),
+        ("SCAN PREFIX", LiteralSlot::Other),
+    ] {
+        let script = parse_script(src);
+        let expected = script.errors.first().map(|e| e.message.clone());
+        let expected = expected
+            .as_deref()
+            .and_then(|m| m.strip_prefix("expected "));
+        let slot_of = [
+            KEY,
+            VALUE,
+            DELETE_KEY,
+            SCAN_START,
+            SCAN_END,
+            COUNT_START,
+            COUNT_END,
+            LITERAL,
+        ]
+        .into_iter()
+        .find(|text| expected.is_some_and(|m| m.starts_with(&format!("{text}, found"))))
+        .and_then(literal_slot);
+        assert_eq!(slot_of, Some(slot), "{src:?}: {expected:?}");
+    }
 }
 
 #[test]
