@@ -4,7 +4,7 @@
 //! `--memory DIR` measures the memory of a process reading a 1 GiB database instead.
 //! With `CAIRN_PEERS_DETAIL` set, the rows of durable commits from threads print each
 //! measurement's commit latencies and the store's own counters (Cairn's commits and syncs)
-//! to standard error.
+//! to standard error, and the rows taken in turns each turn's figure.
 //!
 //! Every store gets a fresh folder and a fresh process (`child.rs`) for every measurement,
 //! after a system-wide `sync`; loads that are not measured happen first. Each figure is the median of the runs. The last column is Cairn's figure
@@ -173,8 +173,12 @@ fn median(mut xs: Vec<f64>) -> f64 {
 /// of them alone. `measure` gets its turn's number too.
 fn in_turns(a: u64, b: u64, mut measure: impl FnMut(u64, usize) -> R<f64>) -> R<f64> {
     let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    let detail = std::env::var_os("CAIRN_PEERS_DETAIL").is_some();
     for (turn, x) in [a, b, b, a, a, b].into_iter().enumerate() {
         let figure = measure(x, turn)?;
+        if detail {
+            eprintln!("turn {turn} with {x}: {figure:.0}");
+        }
         if x == a {
             xs.push(figure)
         } else {
