@@ -80,7 +80,12 @@ fn help_on(topic: &str) -> Option<String> {
     if name.is_empty() {
         return None;
     }
-    let command = format!(".{name}");
+    // A command named with its dot may be shortened as when it is run (`.help .imp`);
+    // without the dot, `table` is the keyword, not `.tables`.
+    let command = match resolve(topic) {
+        Ok(command) if topic.starts_with('.') => command.to_owned(),
+        _ => format!(".{name}"),
+    };
     let mut lines = Vec::new();
     let mut within = false;
     for line in commands.lines() {
@@ -625,6 +630,10 @@ mod tests {
         assert_eq!(help(".IMPORT").lines().count(), 3);
         assert_eq!(help("quit"), help("exit"));
         assert_eq!(help("param").lines().count(), 3);
+        // Shortened with its dot as when it is run; a word without one is a keyword first.
+        assert_eq!(help(".imp"), help("import"));
+        assert!(help("table").contains("CREATE TABLE"));
+        assert_eq!(help(".s"), "");
         // A statement's keyword: every line of statements that holds it.
         assert!(help("rollback").contains("ROLLBACK TO s"));
         assert!(help("rollback").contains("BEGIN [READ]"));
