@@ -166,23 +166,19 @@ pub const FILE_COMMANDS: [&str; 7] = [
 /// A word that starts several commands (naming them), or none (with a pointer for
 /// sqlite3's commands that have no counterpart here).
 pub fn resolve(word: &str) -> Result<&'static str, String> {
-    // (`.parameter` is `.param`'s longer name, as in sqlite3.)
-    let names = COMMANDS.iter().copied().chain([".parameter"]);
-    if let Some(exact) = names.clone().find(|c| *c == word) {
-        return Ok(if exact == ".parameter" {
-            ".param"
-        } else {
-            exact
-        });
+    // Each name with the command it runs (`.parameter` is `.param`'s longer name, as in
+    // sqlite3).
+    let names = COMMANDS
+        .iter()
+        .map(|c| (*c, *c))
+        .chain([(".parameter", ".param")]);
+    if let Some((_, command)) = names.clone().find(|(name, _)| *name == word) {
+        return Ok(command);
     }
-    let mut starting: Vec<&'static str> = if word.len() > 1 {
-        names
-            .filter(|c| c.starts_with(word))
-            .map(|c| if c == ".parameter" { ".param" } else { c })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let mut starting: Vec<&'static str> = names
+        .filter(|(name, _)| word.len() > 1 && name.starts_with(word))
+        .map(|(_, command)| command)
+        .collect();
     starting.sort_unstable();
     starting.dedup();
     match starting[..] {
