@@ -4,7 +4,8 @@
 //! `--memory DIR` measures the memory of a process reading a 1 GiB database instead.
 //! With `CAIRN_PEERS_DETAIL` set, the rows of durable commits from threads print each
 //! measurement's commit latencies and the store's own counters (Cairn's commits and syncs)
-//! to standard error, and the rows taken in turns each turn's figure.
+//! to standard error, the rows of readers beside a writer the writer's commits a second,
+//! and the rows taken in turns each turn's figure.
 //!
 //! Every store gets a fresh folder and a fresh process (`child.rs`) for every measurement,
 //! after a system-wide `sync`; loads that are not measured happen first. Each figure is the median of the runs. The last column is Cairn's figure
@@ -201,14 +202,16 @@ fn readers_beside_writer(s: &mut dyn Store, p: &Params, readers: usize) -> R<f64
     let stop = &AtomicBool::new(false);
     let v = [b'u'; VALUE];
     let outcome = std::thread::scope(|scope| -> Result<f64, String> {
-        let writer = scope.spawn(move || -> Result<(), String> {
+        let writer = scope.spawn(move || -> Result<u64, String> {
+            let mut commits = 0;
             for k in keys.iter().cycle() {
                 if stop.load(Relaxed) {
                     break;
                 }
                 shared.put_durable(k, &v).map_err(|e| e.to_string())?;
+                commits += 1;
             }
-            Ok(())
+            Ok(commits)
         });
         let start = Instant::now();
         let handles: Vec<_> = (0..readers)
@@ -236,9 +239,16 @@ fn readers_beside_writer(s: &mut dyn Store, p: &Params, readers: usize) -> R<f64
         }
         let secs = start.elapsed().as_secs_f64();
         stop.store(true, Relaxed);
-        writer
+        let commits = writer
             .join()
             .map_err(|_| "the writer panicked".to_owned())??;
+        if std::env::var_os("CAIRN_PEERS_DETAIL").is_some() {
+            eprintln!(
+                "{readers} readers: {:.0} gets a second, the writer {:.0} commits a second",
+                read as f64 / secs,
+                commits as f64 / secs
+            );
+        }
         failed.map_or(Ok(read as f64 / secs), Err)
     });
     Ok(outcome?)
