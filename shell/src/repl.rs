@@ -42,12 +42,14 @@ impl Completer for CairnHelper {
     }
 }
 
-/// Whether `pos` in `line` is in the argument of a dot-command that names a file.
+/// Whether `pos` in `line` is in the argument of a dot-command that names a file (the
+/// command shortened too, as it may be run: `.op`).
 fn in_file_argument(line: &str, pos: usize) -> bool {
     let before = line.get(..pos).unwrap_or(line).trim_start();
     before
         .split_once(char::is_whitespace)
-        .is_some_and(|(command, _)| crate::dot::FILE_COMMANDS.contains(&command))
+        .and_then(|(command, _)| crate::dot::resolve(command).ok())
+        .is_some_and(|command| crate::dot::FILE_COMMANDS.contains(&command))
 }
 
 /// What the word before `pos` in `line` may complete to: a dot-command, or a keyword or
@@ -300,6 +302,14 @@ mod tests {
             "the command itself completes as one"
         );
         assert!(!in_file_argument(".mode ta", 8));
+        assert!(
+            in_file_argument(".op fr", 6),
+            "a command shortened as it may be run"
+        );
+        assert!(
+            !in_file_argument(".o fr", 5),
+            ".once, .open or .output: not known"
+        );
         assert!(!in_file_argument("PUT 'a' 1", 9));
         let dir = tempfile::tempdir()?;
         std::fs::write(dir.path().join("fruit.cairn"), b"")?;
