@@ -172,6 +172,11 @@ impl<'w> RowWriter<'w> {
         }
     }
 
+    /// How many rows were printed so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
     pub fn finish(self) -> io::Result<()> {
         match (self.mode, self.table) {
             (Mode::Table, Some(t)) => t.finish(self.out, self.interrupt),

@@ -481,7 +481,16 @@ impl Shell {
             if let Some(e) = io_error {
                 return Err(e);
             }
+            let empty = writer.rows() == 0;
             writer.finish()?;
+            // At the keyboard, an answer of nothing says so (a script's output stays
+            // the rows alone).
+            if empty && result.is_ok() && self.settings.interactive {
+                self.note(match stmt.statement {
+                    Statement::Get { .. } => "(not found)",
+                    _ => "(no rows)",
+                })?;
+            }
             result
         } else {
             self.session.run(&stmt.statement, &mut |_, _| {})

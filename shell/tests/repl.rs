@@ -148,6 +148,15 @@ fn a_session_at_the_keyboard() -> Result<(), Box<dyn std::error::Error>> {
     assert!(table.contains("│ key   ┆ value │"), "{table}");
     assert!(table.contains("│ apple ┆ red   │"), "{table}");
 
+    // An answer of nothing says so at the keyboard.
+    let missing = term.enter("GET 'pear'", "main> ");
+    assert!(
+        missing.lines().any(|l| l.trim() == "(not found)"),
+        "{missing}"
+    );
+    let none = term.enter("SCAN PREFIX 'z'", "main> ");
+    assert!(none.lines().any(|l| l.trim() == "(no rows)"), "{none}");
+
     // Tab completes a keyword (and a space), then a table name.
     term.type_keys("US\t");
     term.expect("USE ");
