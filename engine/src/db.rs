@@ -44,6 +44,11 @@ pub(crate) struct State {
     pub latest: Arc<Snapshot>,
     /// Live read transactions by snapshot id: how many, and when the first began.
     pub readers: crate::readers::Readers,
+    /// A follower's pinned snapshot (`follow.rs`) that a reader of it looked at the
+    /// writer's recovery mark for, with the pin held, and found none: a writer that starts
+    /// recovering later sees the pin, so readers joining it need not look again. Cleared
+    /// when its last reader ends (and the pin goes).
+    pub looked_pin: Option<u64>,
 }
 
 /// What belongs to the one writer, handed to a write transaction for its life.

@@ -88,13 +88,15 @@ impl Inner {
     /// A reader that pins a snapshot while a writer's opening recovers the file
     /// ([`crate::lock::recovering`]) lets go of it and waits for the opening to end: that
     /// writer may have looked for pins before this one was taken, and reuse the pages of a
-    /// commit the crashed writer made after the one it opens.
+    /// commit the crashed writer made after the one it opens. A reader that shares the
+    /// pin of another in this process looks too, unless a reader looked while the pin was
+    /// held ([`crate::db::State::looked_pin`]): the other may have taken it a moment ago
+    /// and not looked yet (until the fifty-second session, only the first looked).
     pub(crate) fn follow(&self, file: &std::fs::File) -> Result<Arc<Snapshot>> {
         let mut recovery_ends = None;
         let mut tries = 0;
         while tries < MAX_TRIES {
-            let mut pinned = false;
-            let snapshot = {
+            let (snapshot, look) = {
                 let mut state = self.state();
                 match self.newest_slot()? {
                     Some(slot) if slot.txid > state.latest.slot.txid => {
@@ -111,25 +113,32 @@ impl Inner {
                     _ => {}
                 }
                 let snapshot = state.latest.clone();
-                if state.readers.enter(snapshot.txid()) {
-                    if let Err(e) = crate::lock::pin(file, snapshot.txid()) {
-                        state.readers.leave(snapshot.txid());
+                let txid = snapshot.txid();
+                let look = if state.readers.enter(txid) {
+                    if let Err(e) = crate::lock::pin(file, txid) {
+                        state.readers.leave(txid);
                         return Err(e.into());
                     }
-                    pinned = true;
-                }
-                snapshot
+                    true
+                } else {
+                    state.looked_pin != Some(txid)
+                };
+                (snapshot, look)
             };
-            if pinned && crate::lock::writer_recovering(file) {
-                self.end_read(snapshot.txid());
-                let ends = *recovery_ends.get_or_insert_with(|| Instant::now() + RECOVERY_WAIT);
-                if Instant::now() >= ends {
-                    return Err(Error::Io(std::io::Error::other(
-                        "a writer kept recovering the file",
-                    )));
+            if look {
+                if crate::lock::writer_recovering(file) {
+                    self.end_read(snapshot.txid());
+                    let ends = *recovery_ends.get_or_insert_with(|| Instant::now() + RECOVERY_WAIT);
+                    if Instant::now() >= ends {
+                        return Err(Error::Io(std::io::Error::other(
+                            "a writer kept recovering the file",
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
                 }
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
+                // This reader holds the pin, so it has been held since before the look.
+                self.state().looked_pin = Some(snapshot.txid());
             }
             // A newer commit the file holds means a writer may have gone past the pin's
             // reach: begin again with it.
@@ -147,11 +156,109 @@ impl Inner {
     /// Unregisters one reader of snapshot `txid`.
     pub(crate) fn end_read(&self, txid: u64) {
         let mut state = self.state();
-        if state.readers.leave(txid)
-            && let (true, Some(file)) = (self.read_only, self.lock_file.as_ref())
-        {
+        let last = state.readers.leave(txid);
+        if last && state.looked_pin == Some(txid) {
+            state.looked_pin = None;
+        }
+        if last && let (true, Some(file)) = (self.read_only, self.lock_file.as_ref()) {
             // Failing to unpin only keeps pages from reuse until this file closes.
             let _ = crate::lock::unpin(file, txid);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{Receiver, channel};
+    use std::time::Duration;
+
+    use crate::{Database, Error, Result};
+
+    /// A file with one commit past the table's creation, and a read-only handle of it.
+    fn follower(dir: &tempfile::TempDir) -> Result<(std::fs::File, Database)> {
+        let path = dir.path().join("followed.cairn");
+        let db = Database::create(&path)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.open_table("t")?.insert(b"k", b"v")?;
+        w.commit()?;
+        drop(db);
+        let ro = Database::builder().read_only(true).open(&path)?;
+        // (The recovery mark is a write lock: the file is opened for writing.)
+        let other = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        Ok((other, ro))
+    }
+
+    /// Begins a read transaction of `ro` on a thread of its own; its snapshot's id comes
+    /// back once it has begun.
+    fn begin_elsewhere(ro: &Database) -> Receiver<Result<u64>> {
+        let (ro, (done, begun)) = (ro.clone(), channel());
+        std::thread::spawn(move || {
+            let _ = done.send(ro.begin_read().map(|r| r.txid()));
+        });
+        begun
+    }
+
+    fn lock_file(ro: &Database) -> Result<&std::fs::File> {
+        ro.inner.lock_file.as_ref().ok_or(Error::corrupt(
+            0,
+            "a read-only handle without its lock file",
+        ))
+    }
+
+    #[test]
+    fn a_reader_sharing_a_pin_not_yet_looked_at_waits_for_a_recovery() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (other, ro) = follower(&dir)?;
+        // A reader of this process has pinned the newest commit and not yet looked at the
+        // recovery mark (it is between the two steps of `follow`) when a writer's opening
+        // sets it.
+        let txid = ro.inner.state().latest.txid();
+        ro.inner.state().readers.enter(txid);
+        crate::lock::pin(lock_file(&ro)?, txid)?;
+        crate::lock::recovering(&other)?;
+        let begun = begin_elsewhere(&ro);
+        assert!(
+            begun.recv_timeout(Duration::from_millis(300)).is_err(),
+            "a reader shared the pin during the recovery"
+        );
+        crate::lock::recovered(&other)?;
+        let began = begun
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| Error::corrupt(0, "the reader never began"))?;
+        assert_eq!(began?, txid);
+        ro.inner.end_read(txid);
+        Ok(())
+    }
+
+    #[test]
+    fn a_reader_sharing_a_pin_looked_at_begins_during_a_recovery() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (other, ro) = follower(&dir)?;
+        // The first reader looked, and no writer was recovering: one that starts now sees
+        // the pin and leaves that commit's pages alone.
+        let held = ro.begin_read()?;
+        crate::lock::recovering(&other)?;
+        let began = begin_elsewhere(&ro)
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| Error::corrupt(0, "the reader waited for the recovery"))?;
+        assert_eq!(began?, held.txid());
+        // Once that reader and the first have ended, the pin goes, and the next reader
+        // pins afresh and looks.
+        drop(held);
+        let begun = begin_elsewhere(&ro);
+        assert!(
+            begun.recv_timeout(Duration::from_millis(300)).is_err(),
+            "a new pin was taken during the recovery"
+        );
+        crate::lock::recovered(&other)?;
+        let began = begun
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| Error::corrupt(0, "the reader never began"))?;
+        assert!(began.is_ok(), "{began:?}");
+        Ok(())
     }
 }

@@ -342,6 +342,7 @@ impl Builder {
             state: Mutex::new(State {
                 latest: Arc::new(opened.snapshot),
                 readers: Default::default(),
+                looked_pin: None,
             }),
             reader_slots: Default::default(),
             writer: Mutex::new(WriterSlot::new((!self.read_only).then(|| WriterState {
