@@ -10,7 +10,7 @@ use crate::render::Mode;
 
 /// Printed by `--help`.
 pub const USAGE: &str = "\
-Usage: cairn [OPTIONS] [FILE]
+Usage: cairn [OPTIONS] [FILE] [STATEMENTS...]
        cairn gen WORKLOAD... [OPTIONS]     write workload scripts (cairn gen --help)
        cairn bench RUN.cq... [OPTIONS]     run and measure them (cairn bench --help)
        cairn info FILE                     the file's header and commit slots
@@ -22,7 +22,8 @@ Usage: cairn [OPTIONS] [FILE]
 
 Opens FILE (created if missing), or an in-memory database when no FILE is given.
 Reads statements from the terminal interactively, or from standard input as a batch,
-running each as soon as its line has come.
+running each as soon as its line has come. STATEMENTS after FILE run instead, as -c
+runs them (cairn fruit.cairn \"GET 'apple'\"), as in sqlite3.
 
 Options:
   -f, -file SCRIPT      run the statements in SCRIPT (may be repeated)
@@ -60,7 +61,10 @@ file that cannot be opened, 130 when a batch was interrupted.";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     File(PathBuf),
+    /// `-c TEXT`.
     Text(String),
+    /// Statements given after FILE, without an option.
+    Argument(String),
 }
 
 /// What the command line asks for.
@@ -150,11 +154,8 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             Some("") => o.sources.push(Source::File("/dev/stdin".into())),
             Some(_) => return Err(format!("unknown option {arg}")),
             None if o.file.is_none() => o.file = Some(arg.into()),
-            None => {
-                return Err(format!(
-                    "unexpected argument {arg:?}: give one FILE; run statements with -c"
-                ));
-            }
+            // Statements after the file, as sqlite3 takes SQL there.
+            None => o.sources.push(Source::Argument(arg.clone())),
         }
     }
     Ok(o)
@@ -212,10 +213,28 @@ mod tests {
     }
 
     #[test]
+    fn statements_after_the_file_run_as_with_c() {
+        assert_eq!(
+            parse(&args(&[
+                "db.cairn", "PUT 1 2", "-f", "x.cq", "SCAN", "-bail"
+            ])),
+            Ok(Options {
+                file: Some("db.cairn".into()),
+                sources: vec![
+                    Source::Argument("PUT 1 2".into()),
+                    Source::File("x.cq".into()),
+                    Source::Argument("SCAN".into()),
+                ],
+                bail: true,
+                ..Options::default()
+            })
+        );
+    }
+
+    #[test]
     fn bad_usage_is_explained() {
         assert!(parse(&args(&["-x"])).is_err_and(|e| e.contains("unknown option -x")));
         assert!(parse(&args(&["-c"])).is_err_and(|e| e.contains("needs a value")));
-        assert!(parse(&args(&["a", "b"])).is_err_and(|e| e.contains("unexpected argument")));
         assert!(parse(&args(&["-mode", "fancy"])).is_err_and(|e| e.contains("unknown mode")));
         for bad in ["", "M", "12X", "-1", "99999999999999999999G", "1.5G"] {
             assert!(

@@ -153,6 +153,17 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
         for source in &options.sources {
             flow = match source {
                 Source::Text(text) => shell.run_script("-c", text.as_bytes())?,
+                Source::Argument(text) => {
+                    let failed_before = shell.failed;
+                    let flow = shell.run_script("argument", text.as_bytes())?;
+                    if !failed_before && shell.failed && std::path::Path::new(text).is_file() {
+                        shell.note(&format!(
+                            "({text} is a file: cairn opens one FILE, and runs what follows \
+                             it as statements; run a script with -f)"
+                        ))?;
+                    }
+                    flow
+                }
                 Source::File(path) => match shell::open_script(path) {
                     Ok(file) => shell.run_script(&path.display().to_string(), file)?,
                     Err(e) => {

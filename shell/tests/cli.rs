@@ -1322,3 +1322,33 @@ fn integers_print_as_integers_when_asked() {
         "1\t2\nx'0000000000000001'\tx'0000000000000002'\n"
     );
 }
+
+#[test]
+fn statements_after_the_file_run_as_sqlite3_runs_sql_there() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("fruit.cairn");
+    let o = cairn(
+        &[
+            path(&file),
+            "PUT 'apple' 'red'; PUT 'fig' 'purple'",
+            "-c",
+            "GET 'fig'",
+            "COUNT",
+        ],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "fig\tpurple\n2\n");
+
+    // A second file is taken for a statement: it fails, and says why.
+    let other = dir.path().join("other.cairn");
+    std::fs::write(&other, b"").unwrap_or_else(|e| panic!("{e}"));
+    let o = cairn(&[path(&file), path(&other)], b"");
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(
+        err.starts_with("argument:1:1: expected a statement"),
+        "{err}"
+    );
+    assert!(err.contains("is a file: cairn opens one FILE"), "{err}");
+}
