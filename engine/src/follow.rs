@@ -202,6 +202,21 @@ mod tests {
         begun
     }
 
+    /// Begins a read transaction of `ro` on a thread of its own while the recovery mark
+    /// `other` holds goes on, checks that it has not begun 300 ms later, ends the
+    /// recovery and returns the transaction's snapshot once it has begun.
+    fn begins_once_recovered(ro: &Database, other: &std::fs::File) -> Result<u64> {
+        let begun = begin_elsewhere(ro);
+        assert!(
+            begun.recv_timeout(Duration::from_millis(300)).is_err(),
+            "a read transaction began during the recovery"
+        );
+        crate::lock::recovered(other)?;
+        begun
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| Error::corrupt(0, "the reader never began"))?
+    }
+
     fn lock_file(ro: &Database) -> Result<&std::fs::File> {
         ro.inner.lock_file.as_ref().ok_or(Error::corrupt(
             0,
@@ -220,16 +235,7 @@ mod tests {
         ro.inner.state().readers.enter(txid);
         crate::lock::pin(lock_file(&ro)?, txid)?;
         crate::lock::recovering(&other)?;
-        let begun = begin_elsewhere(&ro);
-        assert!(
-            begun.recv_timeout(Duration::from_millis(300)).is_err(),
-            "a reader shared the pin during the recovery"
-        );
-        crate::lock::recovered(&other)?;
-        let began = begun
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| Error::corrupt(0, "the reader never began"))?;
-        assert_eq!(began?, txid);
+        assert_eq!(begins_once_recovered(&ro, &other)?, txid);
         ro.inner.end_read(txid);
         Ok(())
     }
@@ -249,16 +255,7 @@ mod tests {
         // Once that reader and the first have ended, the pin goes, and the next reader
         // pins afresh and looks.
         drop(held);
-        let begun = begin_elsewhere(&ro);
-        assert!(
-            begun.recv_timeout(Duration::from_millis(300)).is_err(),
-            "a new pin was taken during the recovery"
-        );
-        crate::lock::recovered(&other)?;
-        let began = begun
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| Error::corrupt(0, "the reader never began"))?;
-        assert!(began.is_ok(), "{began:?}");
+        begins_once_recovered(&ro, &other)?;
         Ok(())
     }
 }
