@@ -61,7 +61,10 @@ fn write_dump(shell: &mut Shell, only: Option<&str>) -> Result<(), String> {
     let io = |e: io::Error| e.to_string();
     writeln!(out, "-- Cairn dump; load with: cairn NEW_FILE < THIS_FILE").map_err(io)?;
     writeln!(out, "BEGIN").map_err(io)?;
+    // The table the script leaves its loader in: the default one, as it began.
+    let mut last = DEFAULT_TABLE;
     for info in tables.iter().filter(|t| only.is_none_or(|n| n == t.name)) {
+        last = &info.name;
         let name = Literal::Text(info.name.clone());
         if info.name != DEFAULT_TABLE {
             writeln!(out, "CREATE TABLE {name}").map_err(io)?;
@@ -102,5 +105,8 @@ fn write_dump(shell: &mut Shell, only: Option<&str>) -> Result<(), String> {
             return Err(e);
         }
     }
-    writeln!(out, "USE {DEFAULT_TABLE}\nCOMMIT").map_err(io)
+    if last != DEFAULT_TABLE {
+        writeln!(out, "USE {DEFAULT_TABLE}").map_err(io)?;
+    }
+    writeln!(out, "COMMIT").map_err(io)
 }
