@@ -154,9 +154,12 @@ fn run(options: cli::Options) -> anyhow::Result<ExitCode> {
             flow = match source {
                 Source::Text(text) => shell.run_script("-c", text.as_bytes())?,
                 Source::Argument(text) => {
-                    let failed_before = shell.failed;
+                    // Whether this argument failed, whatever the sources before it did.
+                    let failed_before = std::mem::take(&mut shell.failed);
                     let flow = shell.run_script("argument", text.as_bytes())?;
-                    if !failed_before && shell.failed && std::path::Path::new(text).is_file() {
+                    let failed_here = shell.failed;
+                    shell.failed |= failed_before;
+                    if failed_here && std::path::Path::new(text).is_file() {
                         shell.note(&format!(
                             "({text} is a file: cairn opens one FILE, and runs what follows \
                              it as statements; run a script with -f)"

@@ -1351,4 +1351,14 @@ fn statements_after_the_file_run_as_sqlite3_runs_sql_there() {
         "{err}"
     );
     assert!(err.contains("is a file: cairn opens one FILE"), "{err}");
+
+    // The hint follows the argument that failed, whatever failed before it; the run still
+    // fails when only an earlier source did.
+    let o = cairn(&[path(&file), "GET", path(&other)], b"");
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("is a file: cairn opens one FILE"), "{err}");
+    let o = cairn(&[path(&file), "GET", "COUNT"], b"");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "2\n");
 }
