@@ -221,6 +221,8 @@ impl Inner {
             ws.durable_slot = slot;
             ws.durable_txid = latest.txid;
             ws.log.restart(latest.txid);
+            let p = self.page_size as u64;
+            self.storage.drop_cached(ws.log.page * p, ws.log.pages * p);
             ws.freelist.settle(true);
         }
         Ok(synced)

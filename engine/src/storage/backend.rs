@@ -71,6 +71,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// caller goes on (the default does nothing). It makes nothing durable.
     fn start_write_back(&self, _offset: u64, _len: u64) {}
 
+    /// Asks the backend to forget the clean cached pages of `len` bytes at `offset`: a hint
+    /// for a range the commit log writes directly, which a cached page makes the kernel
+    /// write from a worker thread (the default does nothing).
+    fn drop_cached(&self, _offset: u64, _len: u64) {}
+
     /// Writes `data` at `offset` and makes that write durable before returning, without
     /// making other writes durable (for the commit log: the file's other unsynced pages stay
     /// unsynced). The default writes, then syncs everything.

@@ -54,6 +54,9 @@ impl Storage for Counted {
     fn start_write_back(&self, offset: u64, len: u64) {
         self.inner.start_write_back(offset, len);
     }
+    fn drop_cached(&self, offset: u64, len: u64) {
+        self.inner.drop_cached(offset, len);
+    }
     fn sync(&self) -> io::Result<()> {
         self.inner.sync()?;
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);

@@ -219,6 +219,29 @@ impl Storage for FileStorage {
         let _ = (offset, len);
     }
 
+    /// `posix_fadvise(POSIX_FADV_DONTNEED)` where the log's records go straight to the disk
+    /// (`O_DIRECT` through the ring): a direct write submitted to the ring over a page the
+    /// page cache holds cannot drop the page without blocking, so the kernel hands it to a
+    /// worker thread, which wakes late. Dirty pages, and pages a process maps, stay.
+    fn drop_cached(&self, offset: u64, len: u64) {
+        #[cfg(target_os = "linux")]
+        if let Some(direct) = &self.direct
+            && direct.ring.is_some()
+            && let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len))
+        {
+            use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+            // A hint: should it fail, the writes it was for go through a worker thread.
+            let _ = posix_fadvise(
+                &self.file,
+                offset,
+                len,
+                PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            );
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
+    }
+
     fn durable_writes(&self) -> bool {
         self.dsync.is_some()
     }

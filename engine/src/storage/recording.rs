@@ -1,5 +1,5 @@
-//! For tests: memory that records the reads, vectored writes and write-back hints that
-//! reach it.
+//! For tests: memory that records the reads, vectored writes, write-back hints and
+//! cache drops that reach it.
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +13,7 @@ pub(crate) struct Recording {
     reads: Mutex<Vec<(u64, u64)>>,
     vectored: Mutex<Vec<(u64, u64)>>,
     write_backs: Mutex<Vec<(u64, u64)>>,
+    dropped: Mutex<Vec<(u64, u64)>>,
     /// Whether it says its durable writes sync only their range (a database on it keeps a
     /// commit log then).
     pub durable_writes: bool,
@@ -25,6 +26,7 @@ impl Recording {
             reads: Mutex::default(),
             vectored: Mutex::default(),
             write_backs: Mutex::default(),
+            dropped: Mutex::default(),
             durable_writes: false,
         })
     }
@@ -40,6 +42,14 @@ impl Recording {
     /// The ranges handed to write-back so far.
     pub fn write_backs(&self) -> Vec<(u64, u64)> {
         self.write_backs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The ranges whose cached pages the engine asked to drop so far.
+    pub fn dropped(&self) -> Vec<(u64, u64)> {
+        self.dropped
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -74,6 +84,10 @@ impl Storage for Recording {
     }
     fn durable_writes(&self) -> bool {
         self.durable_writes
+    }
+    fn drop_cached(&self, offset: u64, len: u64) {
+        let mut calls = self.dropped.lock().unwrap_or_else(PoisonError::into_inner);
+        calls.push((offset, len));
     }
     fn start_write_back(&self, offset: u64, len: u64) {
         let mut calls = self
