@@ -652,6 +652,7 @@ mod tests {
         assert!(db.check()?.is_ok());
         Ok(())
     }
+
     /// Each sync that starts a cycle of the commit log asks the storage to drop the log's
     /// cached pages (a direct write over one waits for a kernel worker thread): a commit
     /// that syncs and `Database::sync`; a commit that logs asks nothing.
