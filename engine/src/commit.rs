@@ -10,29 +10,26 @@
 
 mod encode;
 mod file_size;
+mod layout;
 mod log_growth;
 mod page_writes;
 mod record;
+mod record_first;
 mod spill;
 
-use rustc_hash::FxHashMap;
-use std::sync::Arc;
-
-use crate::btree::{Node, Run};
 use crate::db::{Durability, WriterState};
 use crate::error::{Error, Result};
-use crate::format::{ChildRef, LOG_RECORD_HEADER, LOG_UNIT, SLOT_OFFSET, Slot, checksum};
+use crate::format::{LOG_RECORD_HEADER, LOG_UNIT, Slot};
 use crate::pager::Snapshot;
 use crate::txn_tables::TableState;
 use crate::write_txn::WriteTxn;
 
 pub(crate) use encode::encode_free_set;
-use encode::{finalize, place};
 pub(crate) use file_size::grow;
-use file_size::{MIN_GROWTH_PAGES, pages_to_cut, tail_to_cut};
+use file_size::{MIN_GROWTH_PAGES, tail_to_cut};
+use layout::{Laying, Layout};
 pub(crate) use log_growth::compacted_pages;
 use log_growth::{LogPressure, grown_pages, zero_run};
-use page_writes::{Written, pages_per_write};
 use record::Record;
 pub(crate) use spill::MIN_BUDGET_PAGES;
 
@@ -172,194 +169,49 @@ impl WriteTxn {
             };
             grown_pages(&ws.log, page_size, pressure)
         };
-        let (placed, new_log) = if self.compacting {
-            let new_log = new_pages.map(|pages| (self.freelist.alloc_run(pages), pages));
-            (FxHashMap::default(), new_log)
-        } else {
-            place(&self.dirty.nodes, &mut self.freelist, txid, new_pages)
+        let laying = Laying {
+            ws: &ws,
+            original,
+            changed: &changed,
+            new_pages,
+            record_units,
+            record_first: false,
         };
-        if new_log.is_some() {
-            self.moving_log = !self.compacting;
-            for page in ws.log.page..ws.log.page + ws.log.pages {
-                self.freelist.free(page, txid);
+        // The record of a durable commit that logs goes to the disk first, if it can
+        // (`record_first.rs`), while the commit is laid out (steps 1 to 5, `layout.rs`).
+        let staged = self
+            .record_first(storage, &laying)
+            .inspect_err(|_| inner.note_failed_sync())?;
+        let laid = match &staged {
+            Some(staged) => {
+                let laying = Laying {
+                    record_first: true,
+                    ..laying
+                };
+                self.lay_out_beside(storage, &laying, staged)
+                    .inspect_err(|_| inner.note_failed_sync())?
             }
-        }
-        let mut out: Vec<(u64, Box<[u8]>)> = Vec::new();
-        let mut finish = |nodes: &mut FxHashMap<u64, Node>, root| {
-            finalize(nodes, &placed, root, txid, page_size, &mut out)
+            None => self.lay_out(storage, &laying)?,
         };
-        for (name, state) in &changed {
-            let mut meta = state.current;
-            if let Some(root) = meta.root {
-                meta.root = Some(finish(&mut self.dirty.nodes, root)?);
-            }
-            self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))?;
-        }
-        let catalog = match self.catalog {
-            Some(root) => finish(&mut self.dirty.nodes, root)?,
-            None => ChildRef::default(),
-        };
-        // Every owned node is in a tree, behind a pointer with checksum 0: one left over
-        // would be a page its tree points at that this commit does not write. Fail the
-        // commit (nothing is written yet) rather than write such a tree.
-        if let Some(&id) = self.dirty.nodes.keys().next() {
-            return Err(Error::corrupt(
-                id,
-                "internal: an owned node is not reached from its tree",
-            ));
-        }
-        // Runs written when they were made, and spilled pages, only need their pages
-        // re-verified when read.
-        let mut written_runs: Vec<_> = self
-            .dirty
-            .spilled
-            .drain()
-            .map(|(page, _)| page..page + 1)
-            .collect();
-        for (page, run) in self.dirty.overflow.drain() {
-            match run {
-                Run::Held(bytes) => out.push((page, bytes)),
-                Run::Written { len, .. } => {
-                    written_runs.push(page..page + (len as u64).div_ceil(p));
-                }
-            }
-        }
-
-        // The commit log: a commit whose record fits appends it, when every commit since
-        // the durable one did the same (decided again below, once the file's length and
-        // the waiting pages are known). A durable commit makes its record, and the records
-        // of the Eventual commits before it, durable with one `O_DSYNC` write instead of
-        // syncing the file; an Eventual commit writes its record like its pages.
-        let page_bytes = || {
-            out.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
-                + written_runs
-                    .iter()
-                    .map(|r| (r.end - r.start) * p)
-                    .sum::<u64>()
-        };
-        let mut logged = !self.compacting
-            && new_log.is_none()
-            && ws.log.next == Some(txid)
-            && record_units.is_some_and(|n| {
-                let bytes = n * LOG_UNIT as u64;
-                ws.log.head + n <= ws.log.units(page_size)
-                    && (bytes <= ALWAYS_LOGGED_RECORD
-                        || bytes * MIN_PAGES_PER_RECORD_BYTE <= page_bytes())
-            });
-
-        // 2. Free pages at the end of the file that nobody can see any more leave the file
-        //    (the file itself is cut only after a durable commit, below).
-        while self.freelist.page_count > crate::pager::FIRST_DATA_PAGE
-            && self.freelist.take(self.freelist.page_count - 1)
-        {
-            self.freelist.page_count -= 1;
-        }
-
-        // 3. The old freelist run is freed. A logged commit writes no freelist: its free
-        //    set stays in memory, and recovery replays the log from the durable commit,
-        //    whose freelist is intact (its pages wait for a sync like any of its pages).
-        //    Nor does an unlogged Eventual one (below). Any other commit encodes its free
-        //    set into a run it takes from it.
-        for page in self.base.slot.freelist_run(page_size) {
-            self.freelist.free(page, txid);
-        }
-        let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
-        // A commit after which the file's free tail could be cut does not log (a durable
-        // one syncs instead), nor does one that needs pages past the file's end, but fewer
-        // than the cycle's earlier commits freed: the sync lets those be reused, and the
-        // file shrink, instead of growing. (A commit that needs more, a large one early in
-        // the cycle, would grow the file all the same after a sync, and its record spares
-        // it the sync of every page it wrote.) Pages of the durable commit freed
-        // since cannot be reused until a sync: past a bound, a logged commit syncs too,
-        // and so does an Eventual one past a lower bound, so that the file does not grow
-        // without end.
-        let len = storage.len();
-        let log = ws.log.pages * p;
-        let used = self.freelist.page_count * p;
-        let growth = used.saturating_sub(len) / p;
-        let freed_earlier =
-            waiting.saturating_sub(self.freelist.waiting_after(txid.saturating_sub(1)) as u64);
-        let max_waiting = (WAITING_PER_LOG_PAGE * ws.log.pages).min(self.freelist.page_count / 2);
-        logged &= waiting <= max_waiting
-            && (growth == 0 || growth > freed_earlier)
-            && !tail_to_cut(len, used, p, log);
-        // Nor one after which a sync would let the file shrink: the pages at its end wait
-        // (a file that lost data at its end). The scan stops at the first page in use, at
-        // the first count of pages that would make the tail worth cutting, and after
-        // [`MAX_TAIL_SCAN`] pages: that many waiting at the end sync the file too, after
-        // which they are free, leave `page_count`, and are not scanned again.
-        if logged {
-            let limit = pages_to_cut(len, used, p, log).min(MAX_TAIL_SCAN);
-            logged = self.freelist.unused_tail(limit) < limit;
-        }
-        let durable =
-            !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
-        debug_assert!(new_log.is_none() || durable, "the log moves only at a sync");
-        let (log_page, log_pages) = new_log.unwrap_or((ws.log.page, ws.log.pages));
+        let written = laid.written(storage, page_size);
+        let Layout {
+            ref out,
+            ref verified,
+            slot,
+            slot_index,
+            logged,
+            durable,
+            new_log,
+            ..
+        } = laid;
+        let (log_page, log_pages, page_count) = (slot.log_page, slot.log_pages, slot.page_count);
         let log = log_pages * p;
-        // An Eventual commit that does not log (its cycle is full, say) leaves its free set
-        // implied: every page its trees and the log do not use, which recovery finds by
-        // walking them if it opens this commit. After the first such commit, every commit
-        // until the next sync is one, and encoding the free set each time cost them in
-        // proportion to it (docs/design.md#freelist).
-        let (freelist_page, freelist_crc, freelist_bytes) = if logged {
-            (Slot::FREELIST_IN_MEMORY, 0, 0)
-        } else if !durable && !self.compacting {
-            (Slot::FREELIST_IN_MEMORY, 0, Slot::NOT_LOGGED)
-        } else {
-            let (page, encoded) = encode_free_set(&mut self.freelist, txid, p);
-            let crc = checksum(page, &encoded);
-            let len = encoded.len() as u64;
-            out.push((page, encoded.into_boxed_slice()));
-            (page, crc, len)
-        };
 
-        // 4. Grow the file first. The growth becomes durable with the commit's sync (an
-        //    Eventual commit's, with the next one): a power cut before that sync returns
-        //    can leave the slot without the length it needs, and recovery rejects a slot
-        //    past the end, taking the durable commit in the other slot.
-        let page_count = self.freelist.page_count;
-        let needed = page_count * p;
-        grow(storage, needed, p, log)?;
-
-        // 5. Every new page, adjacent pages coalesced into one write (unless the commit is
-        //    scattered), then the slot, in the slot not holding the last durable commit.
-        out.sort_unstable_by_key(|(id, _)| *id);
-        let per_write = pages_per_write(&out, page_size);
-        let verified = if page_count > self.base.verified.capacity() {
-            Arc::new(self.base.verified.grown(page_count))
-        } else {
-            self.base.verified.clone()
-        };
-        let slot_index = 1 - original.durable_slot;
-        let slot = Slot {
-            txid,
-            durable_txid: original.durable_txid,
-            page_count,
-            catalog,
-            freelist_page,
-            freelist_len: freelist_bytes,
-            freelist_crc,
-            log_page,
-            log_pages,
-            log_limit: ws.log.limit,
-        };
-        for page in written_runs.into_iter().flatten() {
-            verified.remove(page);
-        }
-        let written = Written {
-            storage,
-            out: &out,
-            page_size,
-            per_write,
-            verified: &verified,
-            write_back: durable,
-            slot_at: slot_index as u64 * p + SLOT_OFFSET as u64,
-            slot: slot.encode(),
-        };
-
-        // 6. The record, if logged (`record.rs`); the sync, if durable.
-        if let (true, Some(ops)) = (logged, &self.ops) {
+        // 6. The record, if logged (`record.rs`) and not written already; the sync, if
+        //    durable.
+        if let Some(staged) = &staged {
+            staged.landed(&mut ws.log);
+        } else if let (true, Some(ops)) = (logged, &self.ops) {
             let record = Record {
                 txid,
                 durable_txid: original.durable_txid,
@@ -372,9 +224,9 @@ impl WriteTxn {
                     .inspect_err(|_| inner.note_failed_sync())?,
             }
         } else {
-            written.pages(&out)?;
+            written.pages(out)?;
             if let Some((first, pages)) = new_log {
-                zero_run(storage, first, pages, page_size, &verified)?;
+                zero_run(storage, first, pages, page_size, verified)?;
             }
             written.slot()?;
             if !durable {
@@ -383,7 +235,7 @@ impl WriteTxn {
             }
         }
         if durable {
-            inner.sync_commit(&slot, original.durable_txid, &verified)?;
+            inner.sync_commit(&slot, original.durable_txid, verified)?;
             ws.durable_txid = txid;
             ws.durable_slot = slot_index;
             ws.log.restart(txid);
@@ -498,11 +350,14 @@ mod tests {
             data: &[u8],
             meanwhile: &mut dyn FnMut() -> io::Result<()>,
         ) -> io::Result<()> {
+            // Submitted first, as to an `io_uring`; the bytes land after `meanwhile`.
+            let len = data.len() as u64;
+            self.push(Event::Durable { offset, len });
             self.set_during(true);
             let during = meanwhile();
             self.set_during(false);
             during?;
-            self.write_durable(offset, data)
+            self.memory.write(offset, data)
         }
         fn overlap_block(&self) -> u64 {
             BLOCK
@@ -580,6 +435,68 @@ mod tests {
         );
         assert_eq!(db.begin_read()?.open_table("t")?.len(), 20_000);
         assert!(db.check()?.is_ok());
+        Ok(())
+    }
+
+    /// A durable commit that logs submits its record before it is laid out: none of its
+    /// pages is written before the record, and those in the blocks the log touches (a new
+    /// file's first pages lie beside its log), then the slot, after it.
+    #[test]
+    fn a_logged_commits_record_goes_first_and_its_pages_beside_the_log_after_it() -> CairnResult<()>
+    {
+        let storage = Arc::new(Recorder {
+            memory: MemoryStorage::new()?,
+            events: Mutex::default(),
+        });
+        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        let page = db.page_size() as u64;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        let log = db.stats()?.log_pages * page;
+        let mut logged = 0;
+        for i in 0..40u32 {
+            storage.take();
+            let mut w = db.begin_write()?;
+            w.set_durability(Durability::Immediate);
+            w.open_table("t")?.insert(&i.to_be_bytes(), b"value")?;
+            w.commit()?;
+            let events = storage.take();
+            let Some(at) = events
+                .iter()
+                .position(|e| matches!(e, Event::Durable { .. }))
+            else {
+                continue;
+            };
+            logged += 1;
+            assert!(
+                events[..at].is_empty(),
+                "commit {i}: written before its record: {:?}",
+                &events[..at]
+            );
+            let near = |o: u64| o < 2 * page + log + BLOCK;
+            let after: Vec<u64> = events[at..]
+                .iter()
+                .filter_map(|e| match *e {
+                    Event::Write {
+                        offset,
+                        during: false,
+                        ..
+                    } => Some(offset),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                after.iter().any(|&o| o >= 2 * page && near(o)),
+                "commit {i}: no page beside the log after the record: {events:?}"
+            );
+            assert!(
+                after.last().is_some_and(|&o| o < 2 * page),
+                "commit {i}: the slot last: {events:?}"
+            );
+        }
+        assert!(logged >= 35, "{logged} of 40 commits logged");
+        assert_eq!(db.begin_read()?.open_table("t")?.len(), 40);
         Ok(())
     }
 

@@ -127,6 +127,11 @@ impl Written<'_> {
     pub fn slot(&self) -> std::io::Result<()> {
         self.storage.write(self.slot_at, &self.slot)
     }
+
+    /// Whether the slot overlaps `bytes`.
+    pub fn slot_in(&self, bytes: &std::ops::Range<u64>) -> bool {
+        self.slot_at < bytes.end && self.slot_at + SLOT_BYTES as u64 > bytes.start
+    }
 }
 
 /// The bytes of the storage's overlap blocks (see [`Storage::overlap_block`]) that the log

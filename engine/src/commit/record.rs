@@ -4,9 +4,12 @@
 //! reader process can find the record before the slot: while a writer holds the file,
 //! readers take the log for the writer's business (`db.rs`).
 
+use std::io;
+
 use crate::db::LogState;
 use crate::error::Result;
-use crate::format::{LOG_UNIT, SLOT_BYTES, encode_record};
+use crate::format::{LOG_UNIT, encode_record};
+use crate::storage::Storage;
 
 use super::page_writes::{Written, log_blocks, pages_in};
 
@@ -21,8 +24,8 @@ pub(super) struct Record<'a> {
 
 impl Record<'_> {
     /// Encodes the record where the log's head is: its offset in the file and its bytes.
-    fn encode(&self, written: &Written<'_>, log: &LogState) -> (u64, Vec<u8>) {
-        let at = log.page * written.page_size as u64 + log.head * LOG_UNIT as u64;
+    fn encode(&self, page_size: usize, log: &LogState) -> (u64, Vec<u8>) {
+        let at = log.page * page_size as u64 + log.head * LOG_UNIT as u64;
         // (What completed writes made durable: recovery takes a broken record that a
         // later one says was durable for damage, not for a write a power cut tore.)
         let bytes = encode_record(
@@ -38,7 +41,7 @@ impl Record<'_> {
     /// An Eventual commit: the pages, the slot, then the record, each a plain write. The
     /// next durable record takes this one with it.
     pub fn append(&self, written: &Written<'_>, log: &mut LogState) -> Result<()> {
-        let (at, record) = self.encode(written, log);
+        let (at, record) = self.encode(written.page_size, log);
         written.pages(written.out)?;
         written.slot()?;
         written.storage.write(at, &record)?;
@@ -48,16 +51,14 @@ impl Record<'_> {
         Ok(())
     }
 
-    /// An Immediate commit: the record, with the Eventual commits' records since the last
-    /// durable one, in one durable write, while the pages and the slot are written.
-    pub fn append_durable(&self, written: &Written<'_>, log: &mut LogState) -> Result<()> {
-        let storage = written.storage;
-        let (p, unit) = (written.page_size as u64, LOG_UNIT as u64);
+    /// A durable commit's record, made ready for its one durable write: with the Eventual
+    /// commits' records since the last durable one, read back (a durable record never
+    /// follows one that is not).
+    pub fn stage(&self, storage: &dyn Storage, page_size: usize, log: &LogState) -> Result<Staged> {
+        let (p, unit) = (page_size as u64, LOG_UNIT as u64);
         let log_start = log.page * p;
-        let (at, record) = self.encode(written, log);
+        let (at, record) = self.encode(page_size, log);
         let units = (record.len() / LOG_UNIT) as u64;
-        // The Eventual commits' records since the last durable one, read back, go with
-        // this one: a durable record never follows one that is not.
         let (from, bytes) = match log.unsynced {
             Some(from) => {
                 let mut stretch = vec![0u8; ((log.head - from) * unit) as usize];
@@ -67,12 +68,26 @@ impl Record<'_> {
             }
             None => (at, record),
         };
+        Ok(Staged {
+            txid: self.txid,
+            at,
+            from,
+            bytes,
+            units,
+        })
+    }
+
+    /// An Immediate commit laid out before its record: the record in one durable write,
+    /// while the pages and the slot are written.
+    pub fn append_durable(&self, written: &Written<'_>, log: &mut LogState) -> Result<()> {
+        let storage = written.storage;
+        let p = written.page_size as u64;
+        let staged = self.stage(storage, written.page_size, log)?;
         // What shares a block with the log goes first; the rest during the record.
         let out = written.out;
-        let near = log_blocks(storage, log_start, log.pages * p);
+        let near = log_blocks(storage, log.page * p, log.pages * p);
         let (i, j) = pages_in(out, p, &near);
-        let slot_near =
-            written.slot_at < near.end && written.slot_at + SLOT_BYTES as u64 > near.start;
+        let slot_near = written.slot_in(&near);
         written.pages(&out[i..j])?;
         let mut write_far = || {
             written.pages(&out[..i])?;
@@ -81,21 +96,55 @@ impl Record<'_> {
         };
         // (The slot follows every page, so that a reader process that finds it finds
         // them: one in the log's blocks waits for the record.)
-        let done = storage
-            .write_durable_while(from, &bytes, &mut write_far)
+        let done = staged
+            .write_while(storage, &mut write_far)
             .and_then(|()| if slot_near { written.slot() } else { Ok(()) });
         if let Err(e) = done {
-            // The record may have reached the disk although what was written during or
-            // after it did not: its first unit is cleared, so that recovery does not
-            // replay a commit reported as failed. (Should that write fail too, the next
-            // commit writes its own record over it.)
-            let _ = storage.write_durable(at, &[0u8; LOG_UNIT]);
+            staged.clear(storage);
             return Err(e.into());
         }
+        staged.landed(log);
+        Ok(())
+    }
+}
+
+/// A durable record ready to be written ([`Record::stage`]).
+pub(super) struct Staged {
+    txid: u64,
+    /// Where the record itself starts.
+    at: u64,
+    /// Where the write starts (at the Eventual records before it, if any), and its bytes.
+    from: u64,
+    bytes: Vec<u8>,
+    /// The log units the record itself takes.
+    units: u64,
+}
+
+impl Staged {
+    /// Writes the record durably while `meanwhile` runs (see
+    /// [`Storage::write_durable_while`]).
+    pub fn write_while(
+        &self,
+        storage: &dyn Storage,
+        meanwhile: &mut dyn FnMut() -> io::Result<()>,
+    ) -> io::Result<()> {
+        storage.write_durable_while(self.from, &self.bytes, meanwhile)
+    }
+
+    /// After a failure: the record may have reached the disk although what was written
+    /// during or after it did not, so its first unit is cleared, so that recovery does not
+    /// replay a commit reported as failed. (Should that write fail too, the next commit,
+    /// whose id follows the failed one's, goes unlogged and syncs: recovery then starts
+    /// after it.)
+    pub fn clear(&self, storage: &dyn Storage) {
+        let _ = storage.write_durable(self.at, &[0u8; LOG_UNIT]);
+    }
+
+    /// The record is durable: the log's head moves past it.
+    pub fn landed(&self, log: &mut LogState) {
         log.unsynced = None;
         log.logged = self.txid;
-        log.head += units;
+        log.head += self.units;
         log.next = Some(self.txid + 1);
-        Ok(())
     }
 }
