@@ -4,9 +4,11 @@
 //! `fdatasync`.
 //!
 //! Step-by-step with what a crash leaves: docs/design.md#commit-protocol. The steps are
-//! [`WriteTxn::write_commit`]'s; placing and encoding the nodes is in `commit/encode.rs`,
-//! growing and cutting the file in `commit/file_size.rs`, writing pages in
-//! `commit/page_writes.rs`, and the log's record in `commit/record.rs`.
+//! [`WriteTxn::write_commit`]'s; laying the commit out (steps 1 to 5 but the writes) is
+//! in `commit/layout.rs`, placing and encoding the nodes in `commit/encode.rs`, growing
+//! and cutting the file in `commit/file_size.rs`, writing pages in
+//! `commit/page_writes.rs`, the log's record in `commit/record.rs`, and a durable record
+//! submitted before the layout in `commit/record_first.rs`.
 
 mod encode;
 mod file_size;

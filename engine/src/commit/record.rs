@@ -1,7 +1,8 @@
 //! Step 6 of a logged commit: appending its record to the commit log. A durable record
 //! goes to the disk while the commit's pages are written (they cost the commit no time
-//! then), all but those in the storage's blocks that the log touches, which go first. A
-//! reader process can find the record before the slot: while a writer holds the file,
+//! then), all but those in the storage's blocks that the log touches, which go first —
+//! or, for a commit whose record goes before it is laid out (`record_first.rs`), after.
+//! A reader process can find the record before the slot: while a writer holds the file,
 //! readers take the log for the writer's business (`db.rs`).
 
 use std::io;
