@@ -366,6 +366,16 @@ mod tests {
         }
     }
 
+    /// A new database over a [`Recorder`], and the recorder.
+    fn recorded() -> CairnResult<(Arc<Recorder>, Database)> {
+        let storage = Arc::new(Recorder {
+            memory: MemoryStorage::new()?,
+            events: Mutex::default(),
+        });
+        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        Ok((storage, db))
+    }
+
     /// The blocks of [`BLOCK`] bytes a range touches.
     fn blocks(offset: u64, len: u64) -> std::ops::RangeInclusive<u64> {
         offset / BLOCK..=(offset + len.max(1) - 1) / BLOCK
@@ -374,11 +384,7 @@ mod tests {
     #[test]
     fn a_logged_commit_writes_beside_its_record_only_outside_the_logs_blocks_and_its_slot_last()
     -> CairnResult<()> {
-        let storage = Arc::new(Recorder {
-            memory: MemoryStorage::new()?,
-            events: Mutex::default(),
-        });
-        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        let (storage, db) = recorded()?;
         let page = db.page_size() as u64;
         let mut w = db.begin_write()?;
         w.create_table("t")?;
@@ -446,11 +452,7 @@ mod tests {
     #[test]
     fn a_logged_commits_record_goes_first_and_its_pages_beside_the_log_after_it() -> CairnResult<()>
     {
-        let storage = Arc::new(Recorder {
-            memory: MemoryStorage::new()?,
-            events: Mutex::default(),
-        });
-        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        let (storage, db) = recorded()?;
         let page = db.page_size() as u64;
         let mut w = db.begin_write()?;
         w.create_table("t")?;
@@ -508,11 +510,7 @@ mod tests {
     /// logs, and so does one whose record is small, whatever its pages.
     #[test]
     fn a_commit_logs_only_when_its_record_is_small_or_its_pages_outweigh_it() -> CairnResult<()> {
-        let storage = Arc::new(Recorder {
-            memory: MemoryStorage::new()?,
-            events: Mutex::default(),
-        });
-        let db = Database::builder().with_storage(storage.clone(), true, None)?;
+        let (storage, db) = recorded()?;
         let mut w = db.begin_write()?;
         w.create_table("t")?;
         for i in 0..20_000u32 {

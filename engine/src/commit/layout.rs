@@ -179,8 +179,9 @@ impl WriteTxn {
             self.freelist.free(page, txid);
         }
         let waiting = self.freelist.waiting_after(original.durable_txid) as u64;
-        // A commit whose record went first logs, whatever the file's state now: the rules
-        // below only bound the file's size, and the next commit sees what this one left.
+        // Whether the file's state lets the commit log (`log_allows`). A commit whose record
+        // went first logs whatever that state is now: those rules only bound the file's
+        // size, and the next commit sees what this one left.
         logged = record_first || (logged && self.log_allows(storage.len(), ws, original, 0));
         let durable =
             !logged && (self.durability == Durability::Immediate || waiting > MAX_WAITING_PAGES);
