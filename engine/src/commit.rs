@@ -22,6 +22,7 @@ mod spill;
 use crate::db::{Durability, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{LOG_RECORD_HEADER, LOG_UNIT, Slot};
+use crate::oplog::OpLog;
 use crate::pager::Snapshot;
 use crate::txn_tables::TableState;
 use crate::write_txn::WriteTxn;
@@ -32,7 +33,7 @@ use file_size::{MIN_GROWTH_PAGES, tail_to_cut};
 use layout::{Laying, Layout};
 pub(crate) use log_growth::compacted_pages;
 use log_growth::{LogPressure, grown_pages, zero_run};
-use record::Record;
+use record::{Record, Staged};
 pub(crate) use spill::MIN_BUDGET_PAGES;
 
 /// How many freed pages may wait for a sync before an Eventual commit that does not log
@@ -75,6 +76,28 @@ const MIN_PAGES_PER_RECORD_BYTE: u64 = 2;
 /// would let the file shrink (each a lookup in the free and waiting sets).
 const MAX_TAIL_SCAN: u64 = 4096;
 
+/// What the first part of step 1 leaves for the layout ([`WriteTxn::prepare`]).
+struct Prepared {
+    /// The tables whose catalog entries change, by name.
+    changed: Vec<(String, TableState)>,
+    new_pages: Option<u64>,
+    record_units: Option<u64>,
+}
+
+impl Prepared {
+    /// What [`WriteTxn::lay_out`] takes, the record not gone first.
+    fn laying<'a>(&'a self, ws: &'a WriterState, original: &'a WriterState) -> Laying<'a> {
+        Laying {
+            ws,
+            original,
+            changed: &self.changed,
+            new_pages: self.new_pages,
+            record_units: self.record_units,
+            record_first: false,
+        }
+    }
+}
+
 impl WriteTxn {
     fn has_changes(&self) -> bool {
         self.compacting
@@ -88,48 +111,81 @@ impl WriteTxn {
     pub(crate) fn write_commit(&mut self, original: &WriterState) -> Result<WriterState> {
         let inner = self.inner.clone();
         let storage = inner.storage.as_ref();
-        let page_size = self.base.page_size;
-        let p = page_size as u64;
-        let txid = self.txid;
-        let mut ws = original.clone();
-        if txid >= Slot::TXID_LIMIT {
+        self.txid_in_range()?;
+        let ws = original.clone();
+        let Some(prepared) = self.prepare(&ws, original)? else {
+            return self.commit_nothing(ws);
+        };
+        let laying = prepared.laying(&ws, original);
+        // The record of a durable commit that logs goes to the disk first, if it can
+        // (`record_first.rs`), while the commit is laid out (steps 1 to 5, `layout.rs`).
+        let payload = self.ops.as_ref().map(OpLog::payload);
+        let staged = self
+            .record_first(storage, &laying, payload)
+            .inspect_err(|_| inner.note_failed_sync())?;
+        let laid = match &staged {
+            Some(staged) => {
+                let laying = Laying {
+                    record_first: true,
+                    ..laying
+                };
+                let laid = self.lay_out_beside(storage, &ws.log, staged, |txn| {
+                    txn.lay_out(storage, &laying).map(Some)
+                });
+                match laid.inspect_err(|_| inner.note_failed_sync())? {
+                    Some(laid) => laid,
+                    None => return Err(Error::corrupt(0, "internal: a commit was not laid out")),
+                }
+            }
+            None => self.lay_out(storage, &laying)?,
+        };
+        self.write_laid(ws, original, staged.as_ref(), laid)
+    }
+
+    /// Fails a commit whose id would be past the range a file may hold.
+    fn txid_in_range(&self) -> Result<()> {
+        if self.txid >= Slot::TXID_LIMIT {
             // Only a file whose slot a crafter set just below the limit gets here: a commit
             // past it would be refused as damage at the next opening, and lost.
             return Err(Error::corrupt(
                 0,
-                format!("commit id {txid} out of range (ids stay below 2^60)"),
+                format!("commit id {} out of range (ids stay below 2^60)", self.txid),
             ));
         }
+        Ok(())
+    }
 
-        if !self.has_changes() {
-            // Nothing to write: the free set is as the transaction found it, and the sync
-            // may write it (a logged commit's free set is only in memory).
-            self.freelist.rollback();
-            ws.freelist = std::mem::take(&mut self.freelist);
-            // (A commit its log record made durable needs no sync.)
-            let synced = if self.durability == Durability::Immediate
-                && ws.log.logged != self.base.slot.txid
-            {
-                inner.sync_with(&mut ws)
+    /// A commit that changed nothing: the free set is as the transaction found it, and
+    /// the sync may write it (a logged commit's free set is only in memory).
+    fn commit_nothing(&mut self, mut ws: WriterState) -> Result<WriterState> {
+        self.freelist.rollback();
+        ws.freelist = std::mem::take(&mut self.freelist);
+        // (A commit its log record made durable needs no sync.)
+        let synced =
+            if self.durability == Durability::Immediate && ws.log.logged != self.base.slot.txid {
+                self.inner.clone().sync_with(&mut ws)
             } else {
                 Ok(false)
             };
-            return match synced {
-                Ok(synced) => {
-                    ws.freelist.settle(synced);
-                    Ok(ws)
-                }
-                Err(e) => {
-                    self.freelist = std::mem::take(&mut ws.freelist);
-                    Err(e)
-                }
-            };
+        match synced {
+            Ok(synced) => {
+                ws.freelist.settle(synced);
+                Ok(ws)
+            }
+            Err(e) => {
+                self.freelist = std::mem::take(&mut ws.freelist);
+                Err(e)
+            }
         }
+    }
 
-        // 1. Every table whose catalog entry changes has its catalog path owned first (the
-        //    entry has a fixed size, so rewriting it later allocates nothing), then every
-        //    owned node gets its final page, then the trees are encoded: tables, their
-        //    catalog entries, the catalog.
+    /// The first part of step 1: every table whose catalog entry changes has its catalog
+    /// path owned first (the entry has a fixed size, so rewriting it later allocates
+    /// nothing); and whether the log moves. `None` when the transaction changed nothing.
+    fn prepare(&mut self, ws: &WriterState, original: &WriterState) -> Result<Option<Prepared>> {
+        if !self.has_changes() {
+            return Ok(None);
+        }
         let mut changed: Vec<(String, TableState)> = self
             .tables
             .iter()
@@ -146,17 +202,32 @@ impl WriteTxn {
             let meta = state.current.encode();
             self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta))?;
         }
-        // The commit log moves to a new run, if it does (`log_growth.rs`), only in a commit
-        // that syncs: one that grows it because it was too small for what this commit asked
-        // (so that the commit cannot log: it syncs, being Immediate), or a compaction's. The
-        // run is the lowest that holds it once the pages of the nodes are free again, before
-        // the nodes take theirs: a log grown by a bulk load goes below the loaded pages, not
-        // after them, where it would keep the file from shrinking when they go.
         let record_units = self
             .ops
             .as_ref()
             .map(|ops| (LOG_RECORD_HEADER + ops.payload().len()).div_ceil(LOG_UNIT) as u64);
-        let new_pages = if self.durability != Durability::Immediate {
+        let new_pages = self.log_growth(ws, original, record_units);
+        Ok(Some(Prepared {
+            changed,
+            new_pages,
+            record_units,
+        }))
+    }
+
+    /// The pages the commit log moves to, if it moves. It does (`log_growth.rs`) only in a
+    /// commit that syncs: one that grows it because it was too small for what this commit
+    /// asked (so that the commit cannot log: it syncs, being Immediate), or a compaction's.
+    /// The run is the lowest that holds it once the pages of the nodes are free again,
+    /// before the nodes take theirs: a log grown by a bulk load goes below the loaded
+    /// pages, not after them, where it would keep the file from shrinking when they go.
+    fn log_growth(
+        &self,
+        ws: &WriterState,
+        original: &WriterState,
+        record_units: Option<u64>,
+    ) -> Option<u64> {
+        let page_size = self.base.page_size;
+        if self.durability != Durability::Immediate {
             None
         } else if self.compacting {
             compacted_pages(&ws.log, &self.freelist, page_size)
@@ -166,35 +237,27 @@ impl WriteTxn {
             let pressure = LogPressure {
                 outgrew: self.outgrew_log,
                 record_units,
-                in_cycle: ws.log.next == Some(txid),
+                in_cycle: ws.log.next == Some(self.txid),
                 too_many_waiting: waiting as u64 > WAITING_PER_LOG_PAGE * ws.log.pages,
             };
             grown_pages(&ws.log, page_size, pressure)
-        };
-        let laying = Laying {
-            ws: &ws,
-            original,
-            changed: &changed,
-            new_pages,
-            record_units,
-            record_first: false,
-        };
-        // The record of a durable commit that logs goes to the disk first, if it can
-        // (`record_first.rs`), while the commit is laid out (steps 1 to 5, `layout.rs`).
-        let staged = self
-            .record_first(storage, &laying)
-            .inspect_err(|_| inner.note_failed_sync())?;
-        let laid = match &staged {
-            Some(staged) => {
-                let laying = Laying {
-                    record_first: true,
-                    ..laying
-                };
-                self.lay_out_beside(storage, &laying, staged)
-                    .inspect_err(|_| inner.note_failed_sync())?
-            }
-            None => self.lay_out(storage, &laying)?,
-        };
+        }
+    }
+
+    /// Steps 6 and 7 of a commit laid out: the record, unless `staged` went first, or the
+    /// pages and the slot; the sync; publishing.
+    fn write_laid(
+        &mut self,
+        mut ws: WriterState,
+        original: &WriterState,
+        staged: Option<&Staged>,
+        laid: Layout,
+    ) -> Result<WriterState> {
+        let inner = self.inner.clone();
+        let storage = inner.storage.as_ref();
+        let page_size = self.base.page_size;
+        let p = page_size as u64;
+        let txid = self.txid;
         let written = laid.written(storage, page_size);
         let Layout {
             ref out,
@@ -211,7 +274,7 @@ impl WriteTxn {
 
         // 6. The record, if logged (`record.rs`) and not written already; the sync, if
         //    durable.
-        if let Some(staged) = &staged {
+        if let Some(staged) = staged {
             staged.landed(&mut ws.log);
         } else if let (true, Some(ops)) = (logged, &self.ops) {
             let record = Record {
@@ -501,6 +564,54 @@ mod tests {
         }
         assert!(logged >= 35, "{logged} of 40 commits logged");
         assert_eq!(db.begin_read()?.open_table("t")?.len(), 40);
+        Ok(())
+    }
+
+    /// A durable group of batches, whose record is known before they are applied, submits
+    /// it first: the pages its transaction writes while applying them (with the smallest
+    /// budget, 2,000 puts spill leaves) go during the record, none before it.
+    #[test]
+    fn a_groups_record_goes_to_the_disk_before_its_batches_are_applied() -> CairnResult<()> {
+        let storage = Arc::new(Recorder {
+            memory: MemoryStorage::new()?,
+            events: Mutex::default(),
+        });
+        let db = Database::builder()
+            .txn_memory(16 << 10)
+            .log_size(1 << 20)
+            .with_storage(storage.clone(), true, None)?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        w.commit()?;
+        // (The first commit after the table's syncs: it starts the log's cycle.)
+        let mut w = db.begin_write()?;
+        w.open_table("t")?.insert(b"first", b"")?;
+        w.commit()?;
+        let mut batch = crate::Batch::new();
+        batch.set_durability(Durability::Immediate);
+        for i in 0..2_000u32 {
+            batch.put("t", &(i * 7919 % 2_000).to_be_bytes(), &[5u8; 40]);
+        }
+        storage.take();
+        let spilled = db.io_stats().pages_spilled;
+        db.commit_batch(batch)?;
+        assert!(db.io_stats().pages_spilled > spilled, "the batch spilled");
+        let events = storage.take();
+        let at = events
+            .iter()
+            .position(|e| matches!(e, Event::Durable { .. }))
+            .ok_or_else(|| Error::corrupt(0, format!("no record: {events:?}")))?;
+        assert!(
+            events[..at].is_empty(),
+            "written before the record: {:?}",
+            &events[..at]
+        );
+        assert!(
+            events[at..]
+                .iter()
+                .any(|e| matches!(e, Event::Write { during: true, .. }))
+        );
+        assert_eq!(db.begin_read()?.open_table("t")?.len(), 2_001);
         Ok(())
     }
 

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use crate::db::{Database, Durability, Inner};
 use crate::error::{Error, Result};
+use crate::format::LogOp;
+use crate::oplog::OpLog;
 use crate::table::check_put;
 use crate::write_txn::WriteTxn;
 
@@ -108,6 +110,19 @@ impl Batch {
     /// Whether the batch holds no change.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    /// Adds the batch's changes to `log` as applying them in a transaction records them
+    /// (`WriteTxn::logged`); false when they do not fit it.
+    fn record(&self, log: &mut OpLog) -> bool {
+        self.ops.iter().all(|op| {
+            let (table, op) = match op {
+                Op::Put { table, key, value } => (*table, LogOp::Put(key, value)),
+                Op::Delete { table, key } => (*table, LogOp::Delete(key)),
+            };
+            let name = self.tables.get(table).map_or("", String::as_str);
+            log.record(Some(name), op)
+        })
     }
 
     /// Checks the limits that would make a put fail, before the batch joins a group. (A
@@ -287,15 +302,30 @@ impl Database {
             Durability::Eventual
         };
         txn.set_durability(durability);
+        // A batch that names a missing table fails alone, before any is applied; the
+        // others' record is then known, and goes to the disk while they are applied
+        // (`WriteTxn::commit_applying`).
         let mut outcomes = Vec::with_capacity(group.len());
+        let mut applied = Vec::with_capacity(group.len());
         for (ticket, batch) in &group {
-            match apply(&mut txn, batch) {
-                Ok(outcome) => outcomes.push((*ticket, outcome)),
+            match missing_table(&mut txn, batch) {
+                Ok(Some(missing)) => outcomes.push((*ticket, Err(missing))),
+                Ok(None) => applied.push((*ticket, batch)),
                 Err(e) => return fail_all(group, &e),
             }
         }
-        match txn.commit() {
-            Ok(()) => outcomes,
+        let record = |log: &mut OpLog| applied.iter().all(|(_, batch)| batch.record(log));
+        let apply_all = |txn: &mut WriteTxn| {
+            applied
+                .iter()
+                .map(|(ticket, batch)| apply(txn, batch).map(|outcome| (*ticket, outcome)))
+                .collect::<Result<Vec<_>>>()
+        };
+        match txn.commit_applying(record, apply_all) {
+            Ok(done) => {
+                outcomes.extend(done);
+                outcomes
+            }
             Err(e) => fail_all(group, &e),
         }
     }
@@ -331,14 +361,20 @@ fn gather<'a>(
     queue
 }
 
-/// Applies one batch. The outer error fails the group (the transaction is then in an
-/// unknown state); the inner one fails this batch alone, which then changed nothing.
-fn apply(txn: &mut WriteTxn, batch: &Batch) -> Result<Outcome> {
+/// The error that fails `batch` alone, before anything is applied: a table it names is
+/// missing. The outer error fails the group.
+fn missing_table(txn: &mut WriteTxn, batch: &Batch) -> Result<Option<Error>> {
     for name in &batch.tables {
         if !txn.table_exists(name)? {
-            return Ok(Err(Error::TableNotFound(name.clone())));
+            return Ok(Some(Error::TableNotFound(name.clone())));
         }
     }
+    Ok(None)
+}
+
+/// Applies one batch, whose tables exist ([`missing_table`]). An error fails the group
+/// (the transaction is then in an unknown state).
+fn apply(txn: &mut WriteTxn, batch: &Batch) -> Result<Outcome> {
     let mut results = Vec::with_capacity(batch.ops.len());
     let mut ops = batch.ops.iter().peekable();
     while let Some(first) = ops.peek() {

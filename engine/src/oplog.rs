@@ -27,6 +27,11 @@ impl OpLog {
         }
     }
 
+    /// An empty record with the same limit.
+    pub fn fresh(&self) -> OpLog {
+        OpLog::new(self.limit)
+    }
+
     /// Where the record stands, to come back to with [`OpLog::truncate`].
     pub fn mark(&self) -> (usize, Option<String>) {
         (self.payload.len(), self.table.clone())

@@ -473,9 +473,47 @@ impl WriteTxn {
     /// finds that a page written since the last durable commit was lost after an earlier
     /// sync failed (as [`crate::Database::sync`]), and when the commit's id would be past
     /// the range a file may hold (2^60: only a crafted file gets there).
-    pub fn commit(mut self) -> Result<()> {
+    pub fn commit(self) -> Result<()> {
+        self.finish_with(|txn, original| txn.write_commit(original).map(|ws| (ws, ())))
+            .map(|_| ())
+    }
+
+    /// Commits after `apply` makes the transaction's changes (applying nothing before),
+    /// whose record the caller knows beforehand: `record` adds them to an empty record
+    /// (false: they do not fit it). A durable commit that will log then writes its record
+    /// while they are applied (`commit/record_first.rs`). An error from `apply` fails the
+    /// commit.
+    pub(crate) fn commit_applying<T>(
+        mut self,
+        record: impl FnOnce(&mut OpLog) -> bool,
+        apply: impl FnOnce(&mut WriteTxn) -> Result<T>,
+    ) -> Result<T> {
+        let expected = match &self.ops {
+            Some(ops) if self.durability == Durability::Immediate => {
+                let mut expected = ops.fresh();
+                record(&mut expected).then_some(expected)
+            }
+            _ => None,
+        };
+        let Some(expected) = expected else {
+            let applied = apply(&mut self)?;
+            self.commit()?;
+            return Ok(applied);
+        };
+        let applied = self
+            .finish_with(|txn, original| txn.write_applying(original, expected.payload(), apply))?;
+        applied.ok_or_else(|| Error::corrupt(0, "internal: a transaction committed twice"))
+    }
+
+    /// Writes the commit with `write`, handing the writer state it returns on (or, when it
+    /// fails, the state the transaction began with: the database stays at its last
+    /// commit). `None` when the transaction had ended.
+    fn finish_with<T>(
+        mut self,
+        write: impl FnOnce(&mut WriteTxn, &WriterState) -> Result<(WriterState, T)>,
+    ) -> Result<Option<T>> {
         let Some(original) = self.original.take() else {
-            return Ok(());
+            return Ok(None);
         };
         self.release_all_savepoints();
         // A panic part-way leaves the writer state in an unknown condition: later writes
@@ -484,13 +522,13 @@ impl WriteTxn {
         let unwinding = inner.lose_on_unwind();
         let written = match self.damaged.take() {
             Some(damage) => Err(damage),
-            None => self.write_commit(&original),
+            None => write(&mut self, &original),
         };
         unwinding.disarm();
         match written {
-            Ok(ws) => {
+            Ok((ws, applied)) => {
                 self.inner.put_writer(ws);
-                Ok(())
+                Ok(Some(applied))
             }
             Err(e) => {
                 let mut ws = original;

@@ -101,7 +101,7 @@ impl Record<'_> {
             .write_while(storage, &mut write_far)
             .and_then(|()| if slot_near { written.slot() } else { Ok(()) });
         if let Err(e) = done {
-            staged.clear(storage);
+            let _ = staged.clear(storage);
             return Err(e.into());
         }
         staged.landed(log);
@@ -137,8 +137,8 @@ impl Staged {
     /// replay a commit reported as failed. (Should that write fail too, the next commit,
     /// whose id follows the failed one's, goes unlogged and syncs: recovery then starts
     /// after it.)
-    pub fn clear(&self, storage: &dyn Storage) {
-        let _ = storage.write_durable(self.at, &[0u8; LOG_UNIT]);
+    pub fn clear(&self, storage: &dyn Storage) -> io::Result<()> {
+        storage.write_durable(self.at, &[0u8; LOG_UNIT])
     }
 
     /// The record is durable: the log's head moves past it.

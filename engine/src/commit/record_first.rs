@@ -10,9 +10,10 @@
 
 use std::io;
 
-use crate::db::Durability;
+use crate::db::{Durability, LogState, WriterState};
 use crate::error::{Error, Result};
-use crate::format::LOG_UNIT;
+use crate::format::{LOG_RECORD_HEADER, LOG_UNIT};
+use crate::oplog::OpLog;
 use crate::storage::Storage;
 use crate::write_txn::WriteTxn;
 
@@ -22,18 +23,19 @@ use super::page_writes::{log_blocks, pages_in};
 use super::record::{Record, Staged};
 
 impl WriteTxn {
-    /// This commit's record, staged, when it goes before the commit is laid out: an
-    /// Immediate commit whose record is the log's next, fits the log and is small enough to
-    /// log whatever pages the commit writes, when the log does not move and the file's
-    /// state lets the commit log.
+    /// This commit's record of `payload`, staged, when it goes before the commit is laid
+    /// out: an Immediate commit whose record is the log's next, fits the log and is small
+    /// enough to log whatever pages the commit writes, when the log does not move and the
+    /// file's state lets the commit log.
     pub(super) fn record_first(
         &self,
         storage: &dyn Storage,
         laying: &Laying<'_>,
+        payload: Option<&[u8]>,
     ) -> Result<Option<Staged>> {
         let page_size = self.base.page_size;
         let log = &laying.ws.log;
-        let (Some(ops), Some(units)) = (&self.ops, laying.record_units) else {
+        let (Some(payload), Some(units)) = (payload, laying.record_units) else {
             return Ok(None);
         };
         let freeing = self.base.slot.freelist_run(page_size).count() as u64;
@@ -50,29 +52,37 @@ impl WriteTxn {
         let record = Record {
             txid: self.txid,
             durable_txid: laying.original.durable_txid,
-            payload: ops.payload(),
+            payload,
         };
         record.stage(storage, page_size, log).map(Some)
     }
 
-    /// Lays the commit out while `staged`, its record, goes to the disk, writing the pages
-    /// outside the storage's blocks that the log touches meanwhile; those inside, then the
-    /// slot, once the record is written (a buffered write must not change a block that a
-    /// direct write is writing, and the slot follows every page, so that a reader process
-    /// that finds it finds them). On failure the record is cleared (`Staged::clear`).
+    /// Runs `lay`, which lays the commit out (`None`: it has nothing to write), while
+    /// `staged`, its record, goes to the disk, writing the pages outside the storage's
+    /// blocks that the `log` touches meanwhile; those inside, then the slot, once the
+    /// record is written (a buffered write must not change a block that a direct write is
+    /// writing, and the slot follows every page, so that a reader process that finds it
+    /// finds them). On failure, and when there is nothing to write, the record is cleared
+    /// (`Staged::clear`).
     pub(super) fn lay_out_beside(
         &mut self,
         storage: &dyn Storage,
-        laying: &Laying<'_>,
+        log: &LogState,
         staged: &Staged,
-    ) -> Result<Layout> {
+        lay: impl FnOnce(&mut WriteTxn) -> Result<Option<Layout>>,
+    ) -> Result<Option<Layout>> {
         let page_size = self.base.page_size;
         let p = page_size as u64;
-        let near = log_blocks(storage, laying.ws.log.page * p, laying.ws.log.pages * p);
+        let near = log_blocks(storage, log.page * p, log.pages * p);
+        let mut lay = Some(lay);
         let mut laid = None;
         let mut failure = None;
         let mut far = || {
-            let done = self.lay_out(storage, laying).and_then(|layout| {
+            let lay = lay.take();
+            let done = lay.map_or(Ok(None), |lay| lay(self)).and_then(|layout| {
+                let Some(layout) = layout else {
+                    return Ok(None);
+                };
                 let written = layout.written(storage, page_size);
                 let (i, j) = pages_in(&layout.out, p, &near);
                 written.pages(&layout.out[..i])?;
@@ -81,11 +91,11 @@ impl WriteTxn {
                 if slot_now {
                     written.slot()?;
                 }
-                Ok((layout, (i, j), slot_now))
+                Ok(Some((layout, (i, j), slot_now)))
             });
             match done {
                 Ok(done) => {
-                    laid = Some(done);
+                    laid = done;
                     Ok(())
                 }
                 Err(e) => {
@@ -101,14 +111,89 @@ impl WriteTxn {
                 let after = written
                     .pages(&layout.out[i..j])
                     .and_then(|()| if slot_now { Ok(()) } else { written.slot() });
-                after.map(|()| layout).map_err(Error::from)
+                after.map(|()| Some(layout)).map_err(Error::from)
             }
+            (Ok(()), None) => Ok(None),
             (Err(e), _) => Err(failure.unwrap_or_else(|| e.into())),
-            (Ok(()), None) => Err(Error::corrupt(0, "internal: a commit was not laid out")),
         };
-        if done.is_err() {
-            staged.clear(storage);
+        match done {
+            Ok(Some(layout)) => Ok(Some(layout)),
+            // (A record of changes that changed nothing: its clearing must not fail
+            // unseen, since nothing else would.)
+            Ok(None) => Ok(staged.clear(storage).map(|()| None)?),
+            Err(e) => {
+                let _ = staged.clear(storage);
+                Err(e)
+            }
         }
-        done
+    }
+
+    /// Runs `apply`, which makes the transaction's changes, and writes the commit; its
+    /// record, `expected` (what `apply` will record), goes to the disk before `apply` runs
+    /// when it can ([`WriteTxn::record_first`], from the state before the changes), so
+    /// that the disk takes it while the changes are made and the commit laid out. A
+    /// transaction whose changes then record anything else fails, its record cleared.
+    pub(crate) fn write_applying<T>(
+        &mut self,
+        original: &WriterState,
+        expected: &[u8],
+        apply: impl FnOnce(&mut WriteTxn) -> Result<T>,
+    ) -> Result<(WriterState, T)> {
+        let inner = self.inner.clone();
+        let storage = inner.storage.as_ref();
+        self.txid_in_range()?;
+        let ws = original.clone();
+        let units = (LOG_RECORD_HEADER + expected.len()).div_ceil(LOG_UNIT) as u64;
+        // (Nothing to record is nothing to apply: such a commit goes as any other.)
+        let fresh = self
+            .ops
+            .as_ref()
+            .is_some_and(|ops| ops.payload().is_empty());
+        let staged = if fresh && !expected.is_empty() {
+            let before = Laying {
+                ws: &ws,
+                original,
+                changed: &[],
+                new_pages: self.log_growth(&ws, original, Some(units)),
+                record_units: Some(units),
+                record_first: false,
+            };
+            self.record_first(storage, &before, Some(expected))
+                .inspect_err(|_| inner.note_failed_sync())?
+        } else {
+            None
+        };
+        let Some(staged) = staged else {
+            let applied = apply(self)?;
+            return Ok((self.write_commit(original)?, applied));
+        };
+        let mut applied = None;
+        let laid = self.lay_out_beside(storage, &ws.log, &staged, |txn| {
+            applied = Some(apply(txn)?);
+            if txn.ops.as_ref().map(OpLog::payload) != Some(expected) {
+                return Err(Error::corrupt(
+                    0,
+                    "internal: the changes made are not those recorded",
+                ));
+            }
+            let Some(prepared) = txn.prepare(&ws, original)? else {
+                return Ok(None);
+            };
+            // (The log moves at a sync only: a commit whose record went first does not
+            // move it, and the next one decides again.)
+            let laying = Laying {
+                new_pages: None,
+                record_first: true,
+                ..prepared.laying(&ws, original)
+            };
+            txn.lay_out(storage, &laying).map(Some)
+        });
+        let laid = laid.inspect_err(|_| inner.note_failed_sync())?;
+        let applied = applied.ok_or_else(|| Error::corrupt(0, "internal: nothing applied"))?;
+        let ws = match laid {
+            Some(laid) => self.write_laid(ws, original, Some(&staged), laid)?,
+            None => self.commit_nothing(ws)?,
+        };
+        Ok((ws, applied))
     }
 }
