@@ -568,8 +568,9 @@ mod tests {
     }
 
     /// A durable group of batches, whose record is known before they are applied, submits
-    /// it first: the pages its transaction writes while applying them (with the smallest
-    /// budget, 2,000 puts spill leaves) go during the record, none before it.
+    /// it first, and writes nothing while they are applied: the overflow run of a large
+    /// value, written at once in any other transaction, goes with the commit's pages
+    /// (during the record if outside its blocks, else after it).
     #[test]
     fn a_groups_record_goes_to_the_disk_before_its_batches_are_applied() -> CairnResult<()> {
         let storage = Arc::new(Recorder {
@@ -577,7 +578,6 @@ mod tests {
             events: Mutex::default(),
         });
         let db = Database::builder()
-            .txn_memory(16 << 10)
             .log_size(1 << 20)
             .with_storage(storage.clone(), true, None)?;
         let mut w = db.begin_write()?;
@@ -589,13 +589,13 @@ mod tests {
         w.commit()?;
         let mut batch = crate::Batch::new();
         batch.set_durability(Durability::Immediate);
-        for i in 0..2_000u32 {
+        for i in 0..200u32 {
             batch.put("t", &(i * 7919 % 2_000).to_be_bytes(), &[5u8; 40]);
         }
+        let large = vec![6u8; 20_000];
+        batch.put("t", b"large", &large);
         storage.take();
-        let spilled = db.io_stats().pages_spilled;
         db.commit_batch(batch)?;
-        assert!(db.io_stats().pages_spilled > spilled, "the batch spilled");
         let events = storage.take();
         let at = events
             .iter()
@@ -606,12 +606,31 @@ mod tests {
             "written before the record: {:?}",
             &events[..at]
         );
+        let Event::Durable { offset, len } = events[at] else {
+            unreachable!("found above");
+        };
+        let record = blocks(offset, len);
+        let mut run_written = false;
+        for e in &events[at..] {
+            if let Event::Write {
+                offset: o,
+                len: l,
+                during,
+            } = *e
+            {
+                run_written |= l >= large.len() as u64;
+                let b = blocks(o, l);
+                assert!(!during || b.end() < record.start() || b.start() > record.end());
+            }
+        }
         assert!(
-            events[at..]
-                .iter()
-                .any(|e| matches!(e, Event::Write { during: true, .. }))
+            run_written,
+            "the overflow run went with the pages: {events:?}"
         );
-        assert_eq!(db.begin_read()?.open_table("t")?.len(), 2_001);
+        let r = db.begin_read()?;
+        let t = r.open_table("t")?;
+        assert_eq!(t.len(), 202);
+        assert_eq!(t.get(b"large")?, Some(&large[..]));
         Ok(())
     }
 

@@ -169,7 +169,15 @@ impl WriteTxn {
         };
         let mut applied = None;
         let laid = self.lay_out_beside(storage, &ws.log, &staged, |txn| {
-            applied = Some(apply(txn)?);
+            // Nothing is written while the changes are made: a page written then could
+            // share a block with the record. Without the storage at hand, the transaction
+            // keeps its new overflow runs for the commit to write (with its pages, outside
+            // the log's blocks), and spills nothing (its owned pages may pass its budget
+            // by what the group changes).
+            let runs_to = txn.dirty.storage.take();
+            let made = apply(txn);
+            txn.dirty.storage = runs_to;
+            applied = Some(made?);
             if txn.ops.as_ref().map(OpLog::payload) != Some(expected) {
                 return Err(Error::corrupt(
                     0,
