@@ -13,127 +13,11 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::batch::Batch;
 use crate::db::{Database, Durability, Inner};
 use crate::error::{Error, Result};
-use crate::format::LogOp;
 use crate::oplog::OpLog;
-use crate::table::check_put;
 use crate::write_txn::WriteTxn;
-
-/// A change of one key in a [`Batch`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Op {
-    Put {
-        table: usize,
-        key: Vec<u8>,
-        value: Vec<u8>,
-    },
-    Delete {
-        table: usize,
-        key: Vec<u8>,
-    },
-}
-
-/// Changes committed together as one transaction by [`Database::commit_batch`].
-///
-/// ```
-/// use cairn_engine::{Batch, Database};
-///
-/// # fn main() -> cairn_engine::Result<()> {
-/// let db = Database::in_memory()?;
-/// let mut txn = db.begin_write()?;
-/// txn.create_table("t")?;
-/// txn.commit()?;
-///
-/// let mut batch = Batch::new();
-/// batch.put("t", b"k", b"v").delete("t", b"gone");
-/// assert_eq!(db.commit_batch(batch)?, vec![false, false]);
-/// assert_eq!(db.begin_read()?.open_table("t")?.get(b"k")?, Some(&b"v"[..]));
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Batch {
-    tables: Vec<String>,
-    ops: Vec<Op>,
-    durability: Option<Durability>,
-}
-
-impl Batch {
-    /// An empty batch, with the database's durability.
-    pub fn new() -> Batch {
-        Batch::default()
-    }
-
-    fn table(&mut self, name: &str) -> usize {
-        match self.tables.iter().rposition(|t| t == name) {
-            Some(i) => i,
-            None => {
-                self.tables.push(name.to_owned());
-                self.tables.len() - 1
-            }
-        }
-    }
-
-    /// Stores `value` under `key` in `table`.
-    pub fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> &mut Batch {
-        let table = self.table(table);
-        self.ops.push(Op::Put {
-            table,
-            key: key.to_vec(),
-            value: value.to_vec(),
-        });
-        self
-    }
-
-    /// Removes `key` from `table`.
-    pub fn delete(&mut self, table: &str, key: &[u8]) -> &mut Batch {
-        let table = self.table(table);
-        self.ops.push(Op::Delete {
-            table,
-            key: key.to_vec(),
-        });
-        self
-    }
-
-    /// Sets the durability of this batch's commit (by default the database's).
-    pub fn set_durability(&mut self, d: Durability) -> &mut Batch {
-        self.durability = Some(d);
-        self
-    }
-
-    /// The number of changes.
-    pub fn len(&self) -> usize {
-        self.ops.len()
-    }
-
-    /// Whether the batch holds no change.
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-    }
-
-    /// Adds the batch's changes to `log` as applying them in a transaction records them
-    /// (`WriteTxn::logged`); false when they do not fit it.
-    fn record(&self, log: &mut OpLog) -> bool {
-        self.ops.iter().all(|op| {
-            let (table, op) = match op {
-                Op::Put { table, key, value } => (*table, LogOp::Put(key, value)),
-                Op::Delete { table, key } => (*table, LogOp::Delete(key)),
-            };
-            let name = self.tables.get(table).map_or("", String::as_str);
-            log.record(Some(name), op)
-        })
-    }
-
-    /// Checks the limits that would make a put fail, before the batch joins a group. (A
-    /// key too long to store cannot be there: deleting it finds nothing.)
-    fn validate(&self, page_size: usize) -> Result<()> {
-        self.ops.iter().try_for_each(|op| match op {
-            Op::Put { key, value, .. } => check_put(page_size, key, value),
-            Op::Delete { .. } => Ok(()),
-        })
-    }
-}
 
 /// What a batch's caller gets back: per change, whether the key held a value before.
 type Outcome = Result<Vec<bool>>;
@@ -295,7 +179,7 @@ impl Database {
         };
         let durability = if group
             .iter()
-            .any(|(_, b)| b.durability.unwrap_or(self.inner.durability) == Durability::Immediate)
+            .any(|(_, b)| b.durability().unwrap_or(self.inner.durability) == Durability::Immediate)
         {
             Durability::Immediate
         } else {
@@ -369,9 +253,9 @@ fn gather<'a>(
 /// The error that fails `batch` alone, before anything is applied: a table it names is
 /// missing. The outer error fails the group.
 fn missing_table(txn: &mut WriteTxn, batch: &Batch) -> Result<Option<Error>> {
-    for name in &batch.tables {
+    for name in batch.tables() {
         if !txn.table_exists(name)? {
-            return Ok(Some(Error::TableNotFound(name.clone())));
+            return Ok(Some(Error::TableNotFound(name.to_owned())));
         }
     }
     Ok(None)
@@ -380,20 +264,15 @@ fn missing_table(txn: &mut WriteTxn, batch: &Batch) -> Result<Option<Error>> {
 /// Applies one batch, whose tables exist ([`missing_table`]). An error fails the group
 /// (the transaction is then in an unknown state).
 fn apply(txn: &mut WriteTxn, batch: &Batch) -> Result<Outcome> {
-    let mut results = Vec::with_capacity(batch.ops.len());
-    let mut ops = batch.ops.iter().peekable();
-    while let Some(first) = ops.peek() {
-        let (Op::Put { table, .. } | Op::Delete { table, .. }) = first;
-        let table = *table;
-        let name = batch.tables.get(table).map_or("", String::as_str);
-        let mut t = txn.open_table(name)?;
-        while let Some(op) = ops.next_if(|op| {
-            let (Op::Put { table: n, .. } | Op::Delete { table: n, .. }) = op;
-            *n == table
-        }) {
-            results.push(match op {
-                Op::Put { key, value, .. } => t.insert(key, value)?,
-                Op::Delete { key, .. } => t.remove(key)?,
+    let mut results = Vec::with_capacity(batch.len());
+    let mut changes = batch.changes().peekable();
+    while let Some(first) = changes.peek() {
+        let table = first.table;
+        let mut t = txn.open_table(table)?;
+        while let Some(change) = changes.next_if(|c| c.table == table) {
+            results.push(match change.value {
+                Some(value) => t.insert(change.key, value)?,
+                None => t.remove(change.key)?,
             });
         }
     }

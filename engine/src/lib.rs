@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod backup;
+mod batch;
 mod btree;
 mod check;
 mod close;
@@ -62,12 +63,12 @@ mod verified;
 mod write_txn;
 mod writer_slot;
 
+pub use batch::Batch;
 pub use check::{CheckReport, Problem};
 pub use compact::CompactReport;
 pub use db::{Builder, Database, Durability, IoStats};
 pub use error::{Error, Result};
 pub use format::{MAX_PAGE_SIZE, MAX_VALUE_LEN, MIN_PAGE_SIZE, max_key_len, prefix_end};
-pub use group::Batch;
 pub use info::{FileInfo, SlotInfo, inspect};
 pub use page_map::{PageDump, PageEntry, PageInfo};
 pub use read_txn::ReadTxn;
