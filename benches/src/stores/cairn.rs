@@ -1,4 +1,7 @@
-//! Cairn, through its engine API.
+//! Cairn, through its engine API: a transaction of at most [`BATCH_MAX`] changes commits
+//! as a [`Batch`] (`Database::commit_batch`, as fjall's adapter commits a write batch),
+//! whose record goes to the disk before its changes are applied; a larger one through a
+//! `WriteTxn`, which applies each change as it is made and is the faster way to load.
 
 use std::path::Path;
 
@@ -7,6 +10,12 @@ use cairn_engine::{Batch, Database, Durability};
 use crate::store::{Change, R, Shared, Store};
 
 pub struct Cairn(Database);
+
+/// The most changes a transaction commits as a [`Batch`]. (Fifty-fifth session, the rows
+/// of this comparison: a batch was the faster at 1 and 100 changes, level at 2,000 random
+/// ones, 10 % slower at 2,000 sequential ones, and 10–30 % slower at 100,000 in one
+/// transaction, which it copies before applying.)
+const BATCH_MAX: usize = 1_000;
 
 pub fn open(dir: &Path) -> R<Box<dyn Store>> {
     let db = Database::builder()
@@ -33,12 +42,25 @@ impl Store for Cairn {
     }
 
     fn write(&mut self, changes: &mut dyn Iterator<Item = Change<'_>>, durable: bool) -> R<()> {
-        let mut w = self.0.begin_write()?;
-        w.set_durability(if durable {
+        let durability = if durable {
             Durability::Immediate
         } else {
             Durability::Eventual
-        });
+        };
+        if changes.size_hint().1.is_some_and(|n| n <= BATCH_MAX) {
+            let mut b = Batch::new();
+            for (k, v) in changes {
+                match v {
+                    Some(v) => b.put("t", k, v),
+                    None => b.delete("t", k),
+                };
+            }
+            b.set_durability(durability);
+            self.0.commit_batch(b)?;
+            return Ok(());
+        }
+        let mut w = self.0.begin_write()?;
+        w.set_durability(durability);
         let mut t = w.open_table("t")?;
         for (k, v) in changes {
             match v {
