@@ -112,3 +112,40 @@ impl Shared for Cairn {
         Store::read(self, keys)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_writes_go_as_batches_and_large_ones_as_transactions_alike() -> R<()> {
+        let dir = tempfile::tempdir()?;
+        let mut s = open(dir.path())?;
+        let keys: Vec<[u8; 8]> = (0..(BATCH_MAX as u64 + 500))
+            .map(u64::to_be_bytes)
+            .collect();
+        // Past the batch's bound: a WriteTxn.
+        s.write(
+            &mut keys.iter().map(|k| (&k[..], Some(&b"value"[..]))),
+            true,
+        )?;
+        assert_eq!(s.read(&keys)?, 5 * keys.len());
+        // At the bound, puts and removals together: a Batch.
+        let mut mixed = keys[..BATCH_MAX].iter().enumerate().map(|(i, k)| {
+            let v: Option<&[u8]> = if i % 2 == 0 { None } else { Some(b"odd") };
+            (&k[..], v)
+        });
+        s.write(&mut mixed, false)?;
+        assert_eq!(s.get(&keys[0])?, 0);
+        assert_eq!(s.get(&keys[1])?, 3);
+        assert_eq!(s.get(&keys[BATCH_MAX])?, 5);
+        assert_eq!(s.range(&[], usize::MAX)?, keys.len() - BATCH_MAX / 2);
+        // One change, durable: a Batch too.
+        s.write(
+            &mut std::iter::once((&keys[0][..], Some(&b"back"[..]))),
+            true,
+        )?;
+        assert_eq!(s.get(&keys[0])?, 4);
+        Ok(())
+    }
+}
