@@ -51,11 +51,13 @@ impl Store for Cairn {
             Durability::Eventual
         };
         let changes: Vec<Change<'_>> = changes.collect();
-        let bytes: usize = changes
-            .iter()
-            .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
-            .sum();
-        if changes.len() <= BATCH_MAX && bytes <= BATCH_MAX_BYTES {
+        let small = changes.len() <= BATCH_MAX
+            && changes
+                .iter()
+                .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
+                .sum::<usize>()
+                <= BATCH_MAX_BYTES;
+        if small {
             let mut b = Batch::new();
             for &(k, v) in &changes {
                 match v {
