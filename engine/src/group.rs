@@ -32,6 +32,10 @@ pub(crate) struct GroupQueue {
     /// How many batches the last few groups held, the newest at `groups % RECENT`.
     recent: [usize; RECENT],
     groups: usize,
+    /// Threads asleep on `group_cv` for a group's end: a leader wakes them only when there
+    /// are some (a wake is a system call, which a lone thread's commits would pay for
+    /// nothing).
+    sleepers: usize,
 }
 
 impl GroupQueue {
@@ -79,8 +83,11 @@ impl Drop for Leading<'_> {
         }
         queue.leading = false;
         self.inner.groups_done.fetch_add(1, Release);
+        let wake = queue.sleepers > 0;
         drop(queue);
-        self.inner.group_cv.notify_all();
+        if wake {
+            self.inner.group_cv.notify_all();
+        }
     }
 }
 
@@ -157,10 +164,12 @@ impl Database {
                 queue = inner.group();
                 // (The count changes under the queue's lock, before the leader notifies.)
                 if inner.groups_done.load(Acquire) == seen {
+                    queue.sleepers += 1;
                     queue = inner
                         .group_cv
                         .wait(queue)
                         .unwrap_or_else(PoisonError::into_inner);
+                    queue.sleepers -= 1;
                 }
                 continue;
             }

@@ -26,6 +26,10 @@ pub(crate) struct WriterSlot {
     holder: Option<ThreadId>,
     /// Set for good when a commit unwound while holding the state.
     lost: bool,
+    /// Threads asleep on the writer's condition variable, waiting for the state: handing
+    /// it back wakes one only when there is one (a wake is a system call, which a commit
+    /// with no one waiting would pay for nothing).
+    sleepers: usize,
 }
 
 impl WriterSlot {
@@ -35,6 +39,7 @@ impl WriterSlot {
             state,
             holder: None,
             lost: false,
+            sleepers: 0,
         }
     }
 
@@ -113,22 +118,27 @@ impl Inner {
             if let Some(ws) = slot.take()? {
                 return Ok(Some(ws));
             }
-            slot = match deadline {
+            let left = match deadline {
+                None => None,
+                Some(at) => match at.saturating_duration_since(Instant::now()) {
+                    left if left.is_zero() => return Ok(None),
+                    left => Some(left),
+                },
+            };
+            slot.sleepers += 1;
+            slot = match left {
                 None => self
                     .writer_cv
                     .wait(slot)
                     .unwrap_or_else(PoisonError::into_inner),
-                Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Ok(None);
-                    }
+                Some(left) => {
                     self.writer_cv
                         .wait_timeout(slot, left)
                         .unwrap_or_else(PoisonError::into_inner)
                         .0
                 }
             };
+            slot.sleepers -= 1;
         }
     }
 
@@ -145,8 +155,11 @@ impl Inner {
         let mut slot = self.writer_slot();
         slot.state = Some(ws);
         slot.holder = None;
+        let wake = slot.sleepers > 0;
         drop(slot);
-        self.writer_cv.notify_one();
+        if wake {
+            self.writer_cv.notify_one();
+        }
     }
 
     /// Whether this thread holds the writer state (an open write transaction, say).
@@ -251,6 +264,47 @@ mod tests {
         assert!(txn.open_table("t")?.insert(b"k", b"w")?);
         txn.commit()?;
         db.sync()?;
+        Ok(())
+    }
+
+    /// Handing the writer state back, and a group's end, wake only threads asleep for
+    /// them: threads that queue for the writer on both paths at once all get their turn
+    /// (a wake that went missing would leave one asleep, and the run past 10 seconds).
+    #[test]
+    fn writers_queueing_on_both_paths_are_all_woken_in_turn() -> Result<()> {
+        let db = Database::in_memory()?;
+        with_table(&db)?;
+        let (threads, each) = (6u64, 150u64);
+        let db2 = db.clone();
+        within_10s(move || {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|th| {
+                        let db = &db2;
+                        s.spawn(move || -> Result<()> {
+                            for i in 0..each {
+                                let key = (th * each + i).to_be_bytes();
+                                if th % 2 == 0 {
+                                    let mut txn = db.begin_write()?;
+                                    txn.open_table("t")?.insert(&key, b"w")?;
+                                    txn.commit()?;
+                                } else {
+                                    let mut batch = Batch::new();
+                                    batch.put("t", &key, b"b");
+                                    db.commit_batch(batch)?;
+                                }
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| h.join().unwrap_or(Err(Error::WriterLost)))
+            })
+        })??;
+        let r = db.begin_read()?;
+        assert_eq!(r.open_table("t")?.len(), threads * each);
         Ok(())
     }
 
