@@ -153,8 +153,8 @@ fn bench_reports_latency_percentiles_and_io_in_json() {
         .unwrap_or(0);
     assert!((200..=400).contains(&commits), "{commits} commits");
     assert_eq!(
-        json["summary"]["fsyncs per run"], json["summary"]["commits per run"],
-        "one fsync per durable commit"
+        json["summary"]["syncs per run"], json["summary"]["commits per run"],
+        "one sync (a record's durable write or an fdatasync) per durable commit"
     );
     // All but one or two of them a commit-log record's durable write: a fresh file's log
     // holds 128 single-put records, and its cycle's end syncs the file (then it holds 256).

@@ -178,7 +178,7 @@ impl Report {
             ),
             ("rows read", (all.rows / n.max(1)).to_string()),
             ("commits per run", per_run(|r| r.io.commits).to_string()),
-            ("fsyncs per run", per_run(|r| r.io.syncs).to_string()),
+            ("syncs per run", per_run(|r| r.io.syncs).to_string()),
             (
                 "file syncs per run",
                 per_run(|r| r.io.file_syncs).to_string(),
