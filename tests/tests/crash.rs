@@ -97,8 +97,9 @@ fn change(
     } else {
         let len = if rng.random_bool(0.003) {
             // A value whose record is too large to log: a durable commit then syncs, and
-            // its run goes to the disk's write-back in pieces as it is written.
-            rng.random_range(130_000..400_000)
+            // its run goes to the disk's write-back in pieces as it is written (one piece
+            // up to 1 MiB, two past it).
+            rng.random_range(130_000..1_600_000)
         } else if rng.random_bool(0.05) {
             rng.random_range(600..5000)
         } else {
