@@ -112,6 +112,7 @@ impl WriteTxn {
         let inner = self.inner.clone();
         let storage = inner.storage.as_ref();
         self.txid_in_range()?;
+        self.dirty.flush_gathered()?;
         let ws = original.clone();
         let Some(prepared) = self.prepare(&ws, original)? else {
             return self.commit_nothing(ws);

@@ -37,6 +37,17 @@ pub(crate) struct Dirty {
 }
 
 impl Dirty {
+    /// Writes the overflow runs still gathered (`EarlyWriteBack::write`): before the
+    /// commit, before other pages are written during the transaction (a spill), and before
+    /// a savepoint's rollback frees runs, so that gathered bytes never reach pages that
+    /// were taken again since.
+    pub fn flush_gathered(&mut self) -> Result<()> {
+        match &self.storage {
+            Some(storage) => Ok(self.write_back.flush(storage.as_ref())?),
+            None => Ok(()),
+        }
+    }
+
     /// The bytes of spilled page `r`, read back (and checked against `r.crc`) the first
     /// time and kept; `None` when `r` is not a spilled page.
     pub fn spilled_page(&self, r: ChildRef, page_size: usize) -> Result<Option<&[u8]>> {
@@ -73,12 +84,16 @@ impl Dirty {
     /// page, an overflow run written when put), checked against `crc`: the first read of a
     /// rewritten page verifies it, as for committed pages.
     fn read_written(&self, page: u64, len: usize, crc: u32, page_size: usize) -> Result<Box<[u8]>> {
+        let at = page * page_size as u64;
+        if let Some(gathered) = self.write_back.gathered(at, len) {
+            return Ok(gathered.into());
+        }
         let storage = self
             .storage
             .as_ref()
             .ok_or_else(|| Error::corrupt(page, "internal: a written page without storage"))?;
         let mut bytes = vec![0u8; len].into_boxed_slice();
-        storage.read(page * page_size as u64, &mut bytes)?;
+        storage.read(at, &mut bytes)?;
         crate::pager::verify(page, &bytes, crc)?;
         Ok(bytes)
     }

@@ -142,6 +142,7 @@ impl WriteTxn {
         let inner = self.inner.clone();
         let storage = inner.storage.as_ref();
         self.txid_in_range()?;
+        self.dirty.flush_gathered()?;
         let ws = original.clone();
         let units = (LOG_RECORD_HEADER + expected.len()).div_ceil(LOG_UNIT) as u64;
         // (Nothing to record is nothing to apply: such a commit goes as any other.)

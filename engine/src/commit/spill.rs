@@ -139,6 +139,7 @@ impl WriteTxn {
     /// Writes owned nodes that can be written whole: up to `quota` leaves other than
     /// tails, and with `branches`, branches whose owned children all are.
     fn spill(&mut self, quota: usize, branches: bool) -> Result<()> {
+        self.dirty.flush_gathered()?;
         let keep: FxHashSet<u64> = self
             .tables
             .iter()
