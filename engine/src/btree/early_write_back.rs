@@ -14,7 +14,7 @@
 //! 1.20–1.27× faster, per 4 MiB or 8 MiB value 1.21–1.23×, 256 KiB values in one durable
 //! transaction 1.12×; smaller values, gathered into pieces of [`PIECE`] as before, ran
 //! 6–10 % slower when gathered into 1 MiB, and whole values past 1 MiB in one piece gained
-//! less (0.92–1.09× against 1 MiB pieces).
+//! less (0.75–0.90× the speed with 1 MiB pieces).
 
 use std::io;
 use std::ops::Range;
@@ -261,9 +261,9 @@ mod tests {
         assert_eq!(&back[..16], &header);
         assert_eq!(&back[16..16 + value.len()], &value[..]);
 
-        // Short runs (a piece or less) are written whole and gathered: the first waits
-        // for more, the next one after it makes up a piece with it, and one elsewhere
-        // hands over what waits.
+        // Runs of a piece or less, too long to be gathered in memory, are written whole
+        // at once and handed to write-back together: the first waits for more, the next
+        // one after it makes up a piece with it, and one elsewhere hands over what waits.
         let short = vec![1u8; (PIECE / 2) as usize];
         let next = at + total;
         w.write(&storage, next, &[&short[..]])?;
