@@ -93,9 +93,6 @@ impl WriteTxn {
     /// belongs to another transaction.
     pub fn rollback_to(&mut self, savepoint: &Savepoint) -> Result<()> {
         let at = self.savepoint_index(savepoint)?;
-        // Runs still gathered go to their pages before those the rollback frees can be
-        // taken again. A failure is kept and fails the commit (`EarlyWriteBack::flush`).
-        let _ = self.dirty.flush_gathered();
         self.savepoints.truncate(at + 1);
         let saved = &self.savepoints[at];
         self.dirty.roll_back_journals(at);

@@ -38,9 +38,10 @@ pub(crate) struct Dirty {
 
 impl Dirty {
     /// Writes the overflow runs still gathered (`EarlyWriteBack::write`): before the
-    /// commit, before other pages are written during the transaction (a spill), and before
-    /// a savepoint's rollback frees runs, so that gathered bytes never reach pages that
-    /// were taken again since.
+    /// commit and before a spill writes pages. With every run's write, which writes what is
+    /// gathered first unless it follows it, no write of the transaction precedes gathered
+    /// bytes, so those never land over a page taken again since (a replaced value's, or
+    /// one a rollback to a savepoint freed).
     pub fn flush_gathered(&mut self) -> Result<()> {
         match &self.storage {
             Some(storage) => Ok(self.write_back.flush(storage.as_ref())?),
