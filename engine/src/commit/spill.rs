@@ -318,6 +318,36 @@ mod tests {
         Ok(())
     }
 
+    /// A spill writes the overflow runs still gathered before its pages: a value gathered
+    /// and then removed leaves its pages free, a spill takes them for nodes, and the value's
+    /// bytes written after the spill (at the commit) would land over those nodes.
+    #[test]
+    fn a_spill_writes_the_gathered_runs_before_its_pages() -> Result<(), Error> {
+        let db = small()?;
+        let mut w = db.begin_write()?;
+        w.create_table("t")?;
+        let mut model = BTreeMap::new();
+        for round in 0..20u32 {
+            // Three pages of value, gathered (not written yet), then removed.
+            w.open_table("t")?.insert(b"big", &[0xAB; 3000])?;
+            w.open_table("t")?.remove(b"big")?;
+            for i in 0..200u32 {
+                let key = (round * 200 + i).to_be_bytes();
+                w.open_table("t")?.insert(&key, &[round as u8; 40])?;
+                model.insert(key.to_vec(), vec![round as u8; 40]);
+            }
+        }
+        assert!(!w.dirty.spilled.is_empty());
+        let expected: Vec<_> = model.into_iter().collect();
+        assert_eq!(contents(&mut w)?, expected);
+        w.commit()?;
+        let report = db.check()?;
+        assert!(report.is_ok(), "{:?}", report.problems);
+        let mut w = db.begin_write()?;
+        assert_eq!(contents(&mut w)?, expected);
+        Ok(())
+    }
+
     #[test]
     fn a_sequential_load_writes_each_leaf_once() -> Result<(), Error> {
         let db = small()?;
