@@ -40,16 +40,17 @@ impl Database {
         // The copy gets the source's page size, and a new file's commit log (64 KiB,
         // growing as its commits need: the copy is dense), unless a size was asked for the
         // source's, which the copy then gets too: the size its slot records, or, in a file
-        // of a build that did not record it, a log larger than one grows to by default.
-        // (Until the forty-third session it got the source's log whatever its size, 2 MiB
-        // of zeros for most.)
+        // of a build that did not record it, a log larger than one grows to by default
+        // (for large records too, since the fifty-eighth session: a size asked for in such
+        // a file up to that, 16 MiB, is not kept). (Until the forty-third session it got
+        // the source's log whatever its size, 2 MiB of zeros for most.)
         let mut builder = Database::builder().page_size(self.page_size());
         let page_size = self.page_size() as u64;
         let slot = source.snapshot.slot;
         let log_bytes = slot.log_pages.saturating_mul(page_size);
         if let Some(pages) = crate::recovery::recorded_log_limit(&slot, self.page_size()) {
             builder = builder.log_size(pages * page_size);
-        } else if log_bytes > crate::recovery::DEFAULT_LOG_BYTES {
+        } else if log_bytes > crate::recovery::LARGE_RECORDS_LOG_BYTES {
             builder = builder.log_size(log_bytes);
         }
         let target = builder.durability(Durability::Eventual).with_storage(

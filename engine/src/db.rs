@@ -76,6 +76,9 @@ pub(crate) struct LogState {
     /// The most pages asked for (`Builder::log_size`, at this opening or an earlier one:
     /// every commit's slot records it); `None`: the default.
     pub limit: Option<u64>,
+    /// Whether the log may grow past `target` for large records (the default size, and no
+    /// move has failed since opening: `commit/log_growth.rs`).
+    pub for_large_records: bool,
     /// Units ([`crate::format::LOG_UNIT`] bytes) the cycle's records take.
     pub head: u64,
     /// The id the next record must have: the commit after the last one logged, or after

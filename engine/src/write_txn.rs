@@ -534,6 +534,7 @@ impl WriteTxn {
                 let mut ws = original;
                 if self.moving_log {
                     ws.log.target = ws.log.pages;
+                    ws.log.for_large_records = false;
                 }
                 self.freelist.rollback();
                 ws.freelist = std::mem::take(&mut self.freelist);

@@ -51,7 +51,7 @@ pub fn stats(shell: &mut Shell, table: Option<&str>) -> Result<String, String> {
                 (Some(pages), _) => format!("{pages} pages, as asked"),
                 // (In memory, or a file an earlier build made without one.)
                 (None, 0) => "none: no commit log".into(),
-                (None, _) => "the default, 2 MiB".into(),
+                (None, _) => "the default, 2 MiB (up to 16 MiB for large records)".into(),
             },
         ),
         ("free pages", s.free_pages.to_string()),

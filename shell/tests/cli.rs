@@ -555,7 +555,7 @@ fn logsize_chooses_the_commit_log_of_a_new_file() {
         assert_eq!(log_pages(&db) != "16", grown, "{}", info(&db));
         let stats = text(&cairn(&[path(&db), "-c", ".stats"], b"").stdout);
         let limit = if grown {
-            "the default, 2 MiB"
+            "the default, 2 MiB (up to 16 MiB for large records)"
         } else {
             "16 pages, as asked"
         };

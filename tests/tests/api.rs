@@ -911,8 +911,8 @@ fn a_backup_that_fails_leaves_no_file() -> Result<(), Box<dyn std::error::Error>
 #[test]
 fn a_new_file_gets_the_commit_log_asked_for_and_keeps_it() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
-    // 6 MB rounds up to whole pages; the copy a backup makes gets the same log (over
-    // 2 MiB, a size no log grows to by itself).
+    // 6 MB rounds up to whole pages; the copy a backup makes gets the same log (a size
+    // asked for, which the file records).
     let path = dir.path().join("big-log.cairn");
     let db = Database::builder().log_size(6_000_000).create(&path)?;
     assert_eq!(db.stats()?.log_pages, 6_000_000u64.div_ceil(4096));

@@ -391,3 +391,194 @@ fn a_backup_starts_with_a_new_files_log() -> Result<(), Error> {
     assert_eq!(copied.begin_read()?.open_table("t")?.len(), 2_000);
     Ok(())
 }
+
+/// Durable transactions of 1,500 random 1 KiB updates (records of about 1.5 MB, a cycle
+/// of the 2 MiB default holds one: every other commit synced) grow the log past the default,
+/// to hold four of them, so that most commits log; a size asked for holds the log to it.
+/// The log of a file of a backup is a new file's again.
+#[test]
+fn large_records_grow_a_default_log_past_its_size() -> Result<(), Error> {
+    let dir = tempfile::tempdir()?;
+    let mut rng = SmallRng::seed_from_u64(seed("large_records_grow_a_default_log_past_its_size"));
+    for asked in [None, Some(2u64 << 20)] {
+        let path = dir.path().join(format!("large-{asked:?}.cairn"));
+        let builder = Database::builder().durability(cairn_engine::Durability::Eventual);
+        let builder = match asked {
+            Some(bytes) => builder.log_size(bytes),
+            None => builder,
+        };
+        let db = Checked(builder.create(&path)?);
+        create_table(&db)?;
+        let mut w = db.begin_write()?;
+        for i in 0..12_000 {
+            w.open_table("t")?.insert(&key(i), &[0u8; 1024])?;
+        }
+        w.commit()?;
+        db.sync()?;
+        let (mut logged, mut synced) = (0, 0);
+        for round in 1..=12u8 {
+            let before = db.io_stats().file_syncs;
+            let mut w = db.begin_write()?;
+            w.set_durability(cairn_engine::Durability::Immediate);
+            for _ in 0..1_500 {
+                let k = rng.random_range(0..12_000);
+                w.open_table("t")?.insert(&key(k), &[round; 1024])?;
+            }
+            w.commit()?;
+            // (The first rounds grow the log; count the later ones.)
+            if round > 6 {
+                if db.io_stats().file_syncs == before {
+                    logged += 1;
+                } else {
+                    synced += 1;
+                }
+            }
+        }
+        let pages = db.stats()?.log_pages;
+        match asked {
+            None => {
+                // Four records of ~1.55 MB: about 1,520 pages of 4 KiB.
+                assert!((1_450..=1_600).contains(&pages), "{pages} pages");
+                assert!(logged >= 4, "{logged} logged, {synced} synced");
+            }
+            Some(_) => {
+                assert_eq!(pages, 512);
+                assert!(logged <= 3, "{logged} logged, {synced} synced");
+            }
+        }
+        assert_eq!(db.begin_read()?.open_table("t")?.len(), 12_000);
+        let copy = dir.path().join(format!("copy-{asked:?}.cairn"));
+        db.backup(&copy)?;
+        let copied = Database::open(&copy)?;
+        let copy_pages = if asked.is_some() { 512 } else { 16 };
+        assert_eq!(copied.stats()?.log_pages, copy_pages);
+        drop((db, copied));
+        // The records replay and the log stays as it grew.
+        let db = Checked(Database::open(&path)?);
+        assert_eq!(db.stats()?.log_pages, pages);
+        assert!(db.check()?.is_ok());
+    }
+    Ok(())
+}
+
+/// Rounds of 2,900 random updates of 250-byte values (records of about 760 KB, pages of
+/// 1 KiB: the 2 MiB log holds two) of a table of 26,000 keys (a round's pages wait for a
+/// sync, and two rounds' stay under half the file, so that a third record finds the log
+/// full), each round one durable transaction, on a store
+/// that dies at an operation of the commit that grows the log past 2 MiB for them, or of
+/// the one after: the file opens with every acknowledged round, and the dying one whole
+/// or not at all.
+#[test]
+fn a_power_cut_around_a_move_for_large_records_keeps_every_acknowledged_commit() -> Result<(), Error>
+{
+    const KEYS: u32 = 26_000;
+    const UPDATES: usize = 2_900;
+    const VALUE: usize = 250;
+    const ROUNDS: u8 = 6;
+    let seed = seed("log_growth_large_records");
+    let rounds: Vec<Vec<u32>> = {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        (0..ROUNDS)
+            .map(|_| (0..UPDATES).map(|_| rng.random_range(0..KEYS)).collect())
+            .collect()
+    };
+    // The value of each key after `done` rounds.
+    let model = |done: usize| -> Vec<u8> {
+        let mut values = vec![0u8; KEYS as usize];
+        for (round, keys) in rounds.iter().take(done).enumerate() {
+            for &k in keys {
+                values[k as usize] = round as u8 + 1;
+            }
+        }
+        values
+    };
+    /// A life of the rounds: the store, the database, the rounds acknowledged, the store's
+    /// operations at the end of each, and the log's pages after each.
+    struct Life {
+        storage: std::sync::Arc<FaultyStorage>,
+        db: Database,
+        done: usize,
+        ends: Vec<u64>,
+        pages: Vec<u64>,
+    }
+    // Runs the rounds until the store fails (after operation `die`).
+    let run = |die: Option<u64>| -> Result<Life, Error> {
+        let (storage, db) = started(seed)?;
+        let mut w = db.begin_write()?;
+        for k in 0..KEYS {
+            w.open_table("t")?.insert(&key(k), &[0u8; VALUE])?;
+        }
+        w.commit()?;
+        if let Some(die) = die {
+            storage.die_after(die);
+        }
+        let (mut done, mut ends, mut pages) = (0, Vec::new(), Vec::new());
+        for (round, keys) in rounds.iter().enumerate() {
+            let committed = (|| {
+                let mut w = db.begin_write()?;
+                for &k in keys {
+                    w.open_table("t")?
+                        .insert(&key(k), &[round as u8 + 1; VALUE])?;
+                }
+                w.commit()
+            })();
+            if committed.is_err() {
+                break;
+            }
+            done += 1;
+            ends.push(storage.operations());
+            pages.push(db.stats()?.log_pages);
+        }
+        Ok(Life {
+            storage,
+            db,
+            done,
+            ends,
+            pages,
+        })
+    };
+    let Life {
+        db,
+        done,
+        ends,
+        pages,
+        ..
+    } = run(None)?;
+    drop(db);
+    assert_eq!(done, ROUNDS as usize);
+    let Some(m) = pages.iter().position(|&p| p > 2048) else {
+        panic!("seed {seed}: the log never grew past 2 MiB: {pages:?}");
+    };
+    assert!(m >= 1, "seed {seed}: {pages:?}");
+    let mut rng = SmallRng::seed_from_u64(seed ^ 1);
+    for _ in 0..10 {
+        // The store dies at some operation of the moving commit (or of the one after).
+        let die = rng.random_range(ends[m - 1]..=ends[(m + 1).min(ends.len() - 1)]);
+        let Life {
+            storage,
+            db,
+            done: acknowledged,
+            ..
+        } = run(Some(die))?;
+        let image = storage.power_cut();
+        drop(db);
+        let db = Checked(open_image(&image, false)?);
+        let r = db.begin_read()?;
+        let t = r.open_table("t")?;
+        let mut found = vec![0u8; KEYS as usize];
+        for entry in t.iter()? {
+            let (k, v) = entry?;
+            let k = u32::from_be_bytes(
+                k.try_into()
+                    .map_err(|_| Error::Io(std::io::Error::other("key")))?,
+            );
+            found[k as usize] = v[0];
+        }
+        assert!(
+            found == model(acknowledged) || found == model(acknowledged + 1),
+            "seed {seed}, died after operation {die}: {acknowledged} rounds acknowledged, \
+             the file holds neither them nor one more"
+        );
+    }
+    Ok(())
+}

@@ -83,13 +83,15 @@ impl Builder {
     /// A new database gets a log of this size. Unless it is given, a new database's log
     /// starts at 64 KiB and grows, at a sync, each time a cycle of commits fills it (or a
     /// transaction's record does not fit it), doubling up to 2 MiB: a database that sees
-    /// few durable commits keeps a small file. An existing database's log grows likewise
+    /// few durable commits keeps a small file. (Records larger than 512 KiB, durable
+    /// batches of many large changes, grow it further, to hold four of them, up to
+    /// 16 MiB.) An existing database's log grows likewise
     /// up to this size, and shrinks only when [`Database::compact`] makes it a new file's
     /// again; a database made without a log never gets one.
     ///
     /// The file keeps the size given (its commits record it): an opening that gives none
-    /// takes the one given last, at creation or at a later opening (2 MiB when none ever
-    /// was), and a backup gets it too.
+    /// takes the one given last, at creation or at a later opening (the default above
+    /// when none ever was), and a backup gets it too.
     pub fn log_size(mut self, bytes: u64) -> Self {
         self.log_size = Some(bytes);
         self
@@ -357,6 +359,7 @@ impl Builder {
                     pages: slot.log_pages,
                     target: log_target,
                     limit: log_limit,
+                    for_large_records: log_limit.is_none(),
                     ..LogState::default()
                 },
             }))),
