@@ -240,6 +240,22 @@ mod tests {
 
     type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
+    /// Checks that `w` holds `model`, commits it, checks the file, and reads it back.
+    fn commits_as_modelled(
+        db: &Database,
+        mut w: WriteTxn,
+        model: BTreeMap<Vec<u8>, Vec<u8>>,
+    ) -> Result<(), Error> {
+        let expected: Vec<_> = model.into_iter().collect();
+        assert_eq!(contents(&mut w)?, expected);
+        w.commit()?;
+        let report = db.check()?;
+        assert!(report.is_ok(), "{:?}", report.problems);
+        let mut w = db.begin_write()?;
+        assert_eq!(contents(&mut w)?, expected);
+        Ok(())
+    }
+
     fn contents(w: &mut WriteTxn) -> Result<Entries, Error> {
         w.open_table("t")?
             .iter()?
@@ -274,14 +290,7 @@ mod tests {
         // what one change adds).
         assert!(!w.dirty.spilled.is_empty());
         assert!(most <= 16 + 8, "held {most} nodes");
-        let expected: Vec<_> = model.into_iter().collect();
-        assert_eq!(contents(&mut w)?, expected);
-        w.commit()?;
-        let report = db.check()?;
-        assert!(report.is_ok(), "{:?}", report.problems);
-        let mut w = db.begin_write()?;
-        assert_eq!(contents(&mut w)?, expected);
-        Ok(())
+        commits_as_modelled(&db, w, model)
     }
 
     #[test]
@@ -338,14 +347,7 @@ mod tests {
             }
         }
         assert!(!w.dirty.spilled.is_empty());
-        let expected: Vec<_> = model.into_iter().collect();
-        assert_eq!(contents(&mut w)?, expected);
-        w.commit()?;
-        let report = db.check()?;
-        assert!(report.is_ok(), "{:?}", report.problems);
-        let mut w = db.begin_write()?;
-        assert_eq!(contents(&mut w)?, expected);
-        Ok(())
+        commits_as_modelled(&db, w, model)
     }
 
     #[test]
