@@ -240,6 +240,7 @@ impl WriteTxn {
                 record_units,
                 in_cycle: ws.log.next == Some(self.txid),
                 too_many_waiting: waiting as u64 > WAITING_PER_LOG_PAGE * ws.log.pages,
+                pages: self.dirty.nodes.len() as u64,
             };
             grown_pages(&ws.log, page_size, pressure)
         }

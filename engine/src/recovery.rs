@@ -60,8 +60,8 @@ pub(crate) const DEFAULT_LOG_BYTES: u64 = 2 << 20;
 pub(crate) const INITIAL_LOG_BYTES: u64 = 64 << 10;
 const MIN_LOG_PAGES: u64 = 16;
 /// The most a log of the default size grows to for large records (records of more than
-/// a quarter of [`DEFAULT_LOG_BYTES`]: a cycle then holds four of them;
-/// `commit/log_growth.rs`).
+/// half of [`DEFAULT_LOG_BYTES`], whose commits write four times their bytes in pages: the
+/// log grows to hold four of them; `commit/log_growth.rs`).
 pub(crate) const LARGE_RECORDS_LOG_BYTES: u64 = 16 << 20;
 /// The largest commit log a slot may name (opening may read a whole cycle into memory).
 pub(crate) const MAX_LOG_BYTES: u64 = 64 << 20;

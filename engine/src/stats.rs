@@ -36,7 +36,7 @@ pub struct Stats {
     /// The most pages the commit log grows to, as the commit records it when a size was
     /// asked for ([`crate::Builder::log_size`], at this opening or an earlier one: an
     /// opening's own is recorded by its first commit); `None`: the default, 2 MiB (up to
-    /// 16 MiB for records larger than 512 KiB: `Builder::log_size`).
+    /// 16 MiB for records larger than 1 MiB: `Builder::log_size`).
     pub log_limit_pages: Option<u64>,
     /// Pages free for reuse, or waiting for readers or a sync (listed in the freelist, or
     /// for a commit the log holds, every page nothing uses).

@@ -25,17 +25,27 @@ pub(super) struct LogPressure {
     pub in_cycle: bool,
     /// Whether more freed pages wait for a sync than the log's size lets a cycle keep.
     pub too_many_waiting: bool,
+    /// The pages the commit writes, as far as known (its changed nodes).
+    pub pages: u64,
 }
 
-/// With the default size (none asked for), the log grows past it for records too large
-/// for a cycle to hold this many of them, up to [`LARGE_RECORDS_LOG_BYTES`]. A log that
-/// holds one such record a cycle makes every other durable commit sync; holding several,
-/// a cycle's sync writes the pages its commits shared (branches, leaves changed twice)
-/// once. Fifty-eighth session, 1 KiB values in durable batches of 2,000 random keys (2 MB
-/// records) at 100,000 keys: 1.11–1.16× faster than with the 2 MiB default, for a file 6 %
-/// larger; eight records a cycle gained nothing more, for a file 20 % larger
-/// (docs/benchmark-history.md).
+/// With the default size (none asked for), the log grows past it for a record longer than
+/// half of it (a cycle holds one: every other durable commit of such records synced), to
+/// hold this many of them, up to [`LARGE_RECORDS_LOG_BYTES`]; a cycle's sync then writes
+/// the pages its commits shared (branches, leaves changed twice) once. Fifty-eighth
+/// session, 1 KiB values in durable batches of 2,000 random keys (2 MB records) at 100,000
+/// keys: 1.11–1.16× faster than with the 2 MiB default, for a file 6 % larger; eight
+/// records a cycle gained nothing more, for a file 20 % larger. Batches of 1,000 (records
+/// of 1 MB, two a cycle already) gained 1.01–1.12× for a file 18 % larger, so records of
+/// half the log or less leave it as it is (docs/benchmark-history.md).
 const LARGE_RECORDS_PER_CYCLE: u64 = 4;
+
+/// The log grows for a large record only when its commit writes at least this many times
+/// its bytes in pages: where they are nearly as large as the record, logging writes the
+/// data twice for little sharing. Fifty-eighth session, 2 KiB values in durable batches of
+/// 1,000 random keys (2 MB records, pages about twice that): 0.84–0.93× the speed with the
+/// growth; 1 KiB values in batches of 2,000 (pages five times the record): 1.11–1.16×.
+const LARGE_RECORD_PAGE_RATIO: u64 = 4;
 
 /// The most pages the log may grow to for a commit that asked `need` of it: its target,
 /// or with the default size (`for_large_records`), enough for
@@ -44,7 +54,15 @@ const LARGE_RECORDS_PER_CYCLE: u64 = 4;
 fn growth_target(log: &LogState, page_size: usize, need: LogPressure) -> u64 {
     let units_per_page = (page_size / crate::format::LOG_UNIT) as u64;
     match need.record_units {
-        Some(units) if log.for_large_records && need.in_cycle => {
+        Some(units)
+            if log.for_large_records
+                && need.in_cycle
+                && units.saturating_mul(2) > log.target.saturating_mul(units_per_page)
+                && need.pages.saturating_mul(page_size as u64)
+                    >= units
+                        .saturating_mul(crate::format::LOG_UNIT as u64)
+                        .saturating_mul(LARGE_RECORD_PAGE_RATIO) =>
+        {
             let wanted = units
                 .saturating_mul(LARGE_RECORDS_PER_CYCLE)
                 .div_ceil(units_per_page);
@@ -155,6 +173,7 @@ mod tests {
                 record_units,
                 in_cycle,
                 too_many_waiting: waiting,
+                pages: 0,
             };
             assert_eq!(grown_pages(&log, 4096, need), want, "{log:?}, {need:?}");
         }
@@ -164,22 +183,26 @@ mod tests {
     fn with_the_default_size_a_log_grows_past_it_for_large_records() {
         // Pages of 4 KiB, 8 units each; a target of 512 pages (2 MiB). Per case: the log's
         // pages and the units its cycle holds; the commit's record units (the cycle's next,
-        // not fitting); the pages the log moves to.
+        // not fitting); the pages the log moves to; and those without the growth for large
+        // records (a size asked for, a move that failed, or a commit whose pages are fewer
+        // than four times its record's bytes).
         let cases = [
             // A 2 MB record (4,000 units) in a full 2 MiB log: doubled, toward room for
             // four of them (2,000 pages), then to that.
-            ((512, 4000), 4000, Some(1024)),
-            ((1024, 4200), 4000, Some(2000)),
-            ((2000, 12_100), 4000, None),
-            // Records for which the default holds four grow it no further than before.
-            ((512, 4095), 2, None),
-            ((256, 2047), 2, Some(512)),
-            ((256, 2000), 1000, Some(512)),
+            ((512, 4000), 4000, Some(1024), None),
+            ((1024, 4200), 4000, Some(2000), None),
+            ((2000, 12_100), 4000, None, None),
+            // Records of half the default or less (two a cycle) grow it no further than
+            // before.
+            ((512, 3000), 2000, None, None),
+            ((512, 4095), 2, None, None),
+            ((256, 2047), 2, Some(512), Some(512)),
+            ((256, 2000), 1000, Some(512), Some(512)),
             // Never past 16 MiB: a record of 6 MiB wants 24.
-            ((2048, 12_000), 12_000, Some(4096)),
-            ((4096, 30_000), 12_000, None),
+            ((2048, 12_000), 12_000, Some(4096), None),
+            ((4096, 30_000), 12_000, None, None),
         ];
-        for ((pages, head), units, want) in cases {
+        for ((pages, head), units, want, kept) in cases {
             let mut log = LogState {
                 page: 2,
                 pages,
@@ -188,16 +211,19 @@ mod tests {
                 for_large_records: true,
                 ..LogState::default()
             };
-            let need = LogPressure {
+            // The commit writes pages of four times its record's bytes.
+            let mut need = LogPressure {
                 outgrew: false,
                 record_units: Some(units),
                 in_cycle: true,
                 too_many_waiting: false,
+                pages: units * 4 / 8,
             };
             assert_eq!(grown_pages(&log, 4096, need), want, "{log:?}, {need:?}");
-            // A size asked for (or a move that failed) keeps the target.
+            need.pages -= 1;
+            assert_eq!(grown_pages(&log, 4096, need), kept, "{log:?}, {need:?}");
+            need.pages += 1;
             log.for_large_records = false;
-            let kept = if pages < 512 { want } else { None };
             assert_eq!(grown_pages(&log, 4096, need), kept, "{log:?}, {need:?}");
         }
     }

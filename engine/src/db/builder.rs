@@ -83,9 +83,9 @@ impl Builder {
     /// A new database gets a log of this size. Unless it is given, a new database's log
     /// starts at 64 KiB and grows, at a sync, each time a cycle of commits fills it (or a
     /// transaction's record does not fit it), doubling up to 2 MiB: a database that sees
-    /// few durable commits keeps a small file. (Records larger than 512 KiB, durable
-    /// batches of many large changes, grow it further, to hold four of them, up to
-    /// 16 MiB.) An existing database's log grows likewise
+    /// few durable commits keeps a small file. (Records larger than 1 MiB, durable
+    /// batches of many changes spread over a large tree, grow it further, to hold four
+    /// of them, up to 16 MiB.) An existing database's log grows likewise
     /// up to this size, and shrinks only when [`Database::compact`] makes it a new file's
     /// again; a database made without a log never gets one.
     ///
