@@ -34,17 +34,17 @@ pub(super) struct LogPressure {
 /// hold this many of them, up to [`LARGE_RECORDS_LOG_BYTES`]; a cycle's sync then writes
 /// the pages its commits shared (branches, leaves changed twice) once. Fifty-eighth
 /// session, 1 KiB values in durable batches of 2,000 random keys (2 MB records) at 100,000
-/// keys: 1.11–1.16× faster than with the 2 MiB default, for a file 6 % larger; eight
-/// records a cycle gained nothing more, for a file 20 % larger. Batches of 1,000 (records
-/// of 1 MB, two a cycle already) gained 1.01–1.12× for a file 18 % larger, so records of
-/// half the log or less leave it as it is (docs/benchmark-history.md).
+/// keys: 1.04–1.28× faster than with the 2 MiB default (six alternations), for a file 6 %
+/// larger; eight records a cycle gained nothing more, for a file 20 % larger. Batches of
+/// 1,000 (records of 1 MB, two a cycle already) gained 1.01–1.12× for a file 18 % larger,
+/// so records of half the log or less leave it as it is (docs/benchmark-history.md).
 const LARGE_RECORDS_PER_CYCLE: u64 = 4;
 
 /// The log grows for a large record only when its commit writes at least this many times
 /// its bytes in pages: where they are nearly as large as the record, logging writes the
 /// data twice for little sharing. Fifty-eighth session, 2 KiB values in durable batches of
 /// 1,000 random keys (2 MB records, pages about twice that): 0.84–0.93× the speed with the
-/// growth; 1 KiB values in batches of 2,000 (pages five times the record): 1.11–1.16×.
+/// growth; 1 KiB values in batches of 2,000 (pages five times the record): 1.04–1.28×.
 const LARGE_RECORD_PAGE_RATIO: u64 = 4;
 
 /// The most pages the log may grow to for a commit that asked `need` of it: its target,
