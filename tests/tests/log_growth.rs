@@ -450,7 +450,7 @@ fn large_records_grow_a_default_log_past_its_size() -> Result<(), Error> {
         let copy_pages = if asked.is_some() { 512 } else { 16 };
         assert_eq!(copied.stats()?.log_pages, copy_pages);
         drop((db, copied));
-        // The records replay and the log stays as it grew.
+        // Reopened (after a clean close), the log stays as it grew.
         let db = Checked(Database::open(&path)?);
         assert_eq!(db.stats()?.log_pages, pages);
         assert!(db.check()?.is_ok());
@@ -560,6 +560,11 @@ fn a_power_cut_around_a_move_for_large_records_keeps_every_acknowledged_commit()
         let db = Checked(open_image(&image, false)?);
         let r = db.begin_read()?;
         let t = r.open_table("t")?;
+        assert_eq!(
+            t.len(),
+            u64::from(KEYS),
+            "seed {seed}, died after operation {die}"
+        );
         let mut found = vec![0u8; KEYS as usize];
         for entry in t.iter()? {
             let (k, v) = entry?;
@@ -567,7 +572,12 @@ fn a_power_cut_around_a_move_for_large_records_keeps_every_acknowledged_commit()
                 k.try_into()
                     .map_err(|_| Error::Io(std::io::Error::other("key")))?,
             );
-            found[k as usize] = v[0];
+            // A value of one round, whole (else a mark no model holds).
+            found[k as usize] = if v.len() == VALUE && v.iter().all(|&b| b == v[0]) {
+                v[0]
+            } else {
+                u8::MAX
+            };
         }
         assert!(
             found == model(acknowledged) || found == model(acknowledged + 1),
