@@ -511,6 +511,58 @@ mod tests {
         Ok(())
     }
 
+    /// A log moved to a run that fills a block of the page cache starts at a block,
+    /// skipping a block's pages at most; the slot, outside the log's blocks, is written
+    /// while each record is under way.
+    #[test]
+    fn a_moved_log_that_fills_a_block_starts_at_one_and_the_slot_goes_during_the_record()
+    -> CairnResult<()> {
+        for keys in [20_000u32, 20_200, 20_400, 20_600] {
+            let (storage, db) = recorded()?;
+            let page = db.page_size() as u64;
+            let first_log = db.stats()?.log_pages;
+            let mut w = db.begin_write()?;
+            w.create_table("t")?;
+            for i in 0..keys {
+                w.open_table("t")?.insert(&i.to_be_bytes(), &[7u8; 40])?;
+            }
+            w.commit()?;
+            let slot = db.begin_read()?.snapshot.slot;
+            assert!(
+                slot.log_pages * page >= BLOCK,
+                "{keys}: the log moved: {slot:?}"
+            );
+            assert_eq!(slot.log_page * page % BLOCK, 0, "{keys}: {slot:?}");
+            // Free: the old log's pages, and those skipped to reach the block.
+            let free = db.stats()?.free_pages;
+            assert!(
+                free < first_log + BLOCK / page,
+                "{keys}: {free} free pages after the load"
+            );
+            let mut logged = 0;
+            for i in 0..20u32 {
+                storage.take();
+                let mut w = db.begin_write()?;
+                w.set_durability(Durability::Immediate);
+                w.open_table("t")?
+                    .insert(&(i * 4099 % keys).to_be_bytes(), b"new")?;
+                w.commit()?;
+                let events = storage.take();
+                if !events.iter().any(|e| matches!(e, Event::Durable { .. })) {
+                    continue;
+                }
+                logged += 1;
+                let slot_during = events.iter().any(|e| {
+                    matches!(*e, Event::Write { offset, during: true, .. } if offset < 2 * page)
+                });
+                assert!(slot_during, "{keys}, commit {i}: the slot: {events:?}");
+            }
+            assert!(logged >= 15, "{keys}: {logged} of 20 commits logged");
+            assert!(db.check()?.is_ok());
+        }
+        Ok(())
+    }
+
     /// A durable commit that logs submits its record before it is laid out: none of its
     /// pages is written before the record, and those in the blocks the log touches (a new
     /// file's first pages lie beside its log), then the slot, after it.

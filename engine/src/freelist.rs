@@ -396,6 +396,54 @@ impl FreeList {
         first
     }
 
+    /// `n` contiguous pages for the commit log; returns the first. They start at a
+    /// multiple of `align` pages where that costs the file little: the lowest free run
+    /// that holds them so, else past the file's end when the pages skipped to reach such
+    /// a start are at most a quarter of the file with the log (they are free then, for
+    /// the next commits to fill). Otherwise as [`FreeList::alloc_run`].
+    pub fn alloc_log_run(&mut self, n: u64, align: u64) -> u64 {
+        if align <= 1 {
+            return self.alloc_run(n);
+        }
+        let first = match self.find_aligned_run(n, align) {
+            Some(first) => first,
+            None => {
+                let first = self.page_count.next_multiple_of(align);
+                let skipped = first - self.page_count;
+                if skipped.saturating_mul(4) > self.page_count + n {
+                    return self.alloc_run(n);
+                }
+                for p in self.page_count..first {
+                    self.free.insert(p);
+                    self.undo.push(Undo::Gave(p));
+                }
+                self.page_count = first + n;
+                first
+            }
+        };
+        for p in first..first + n {
+            self.take(p);
+            self.fresh.insert(p);
+        }
+        first
+    }
+
+    /// The lowest `n` contiguous free pages that start at a multiple of `align`.
+    fn find_aligned_run(&self, n: u64, align: u64) -> Option<u64> {
+        let (mut start, mut end) = (0, 0);
+        for &p in &self.free {
+            if p != end {
+                start = p;
+            }
+            end = p + 1;
+            let at = start.next_multiple_of(align);
+            if at.saturating_add(n) <= end {
+                return Some(at);
+            }
+        }
+        None
+    }
+
     /// `n` pages in few runs of consecutive pages: the first free run that holds them all,
     /// else the longest runs first, then the lowest free pages, then the end of the file.
     /// Only the lowest [`place_scan`] free pages are looked at, so that a commit's cost
@@ -687,6 +735,37 @@ mod tests {
         let first = f.alloc_run(2);
         carve(&mut runs, first, 2);
         assert_eq!((first, runs), (22, f.runs()));
+    }
+
+    #[test]
+    fn a_log_run_starts_at_a_multiple_of_its_alignment_when_that_costs_little() {
+        // Free runs 3..12 (holds 8 from 3, none from 8) and 14..26 (8 from 16).
+        let mut f = FreeList::with_pages(60);
+        f.free.extend((3..12).chain(14..26));
+        f.begin();
+        assert_eq!(f.alloc_log_run(8, 8), 16);
+        assert!((16..24).all(|p| !f.free.contains(&p) && f.fresh.contains(&p)));
+        // None left inside: past the end, the pages up to the next multiple free.
+        assert_eq!(f.alloc_log_run(4, 16), 64);
+        assert_eq!(f.page_count, 68);
+        assert!((60..64).all(|p| f.free.contains(&p)));
+        f.rollback();
+        assert_eq!(f.page_count, 60);
+        assert_eq!(
+            f.free.len(),
+            9 + 12,
+            "the skipped pages and the runs undone"
+        );
+        // Skipping more than a quarter of the file with the log: the lowest run, unaligned.
+        let mut f = FreeList::with_pages(100);
+        f.free.extend(3..12);
+        assert_eq!(f.alloc_log_run(8, 128), 3);
+        assert_eq!(f.alloc_log_run(8, 128), 100);
+        assert_eq!(f.page_count, 108);
+        // Alignment 1: as `alloc_run`.
+        let mut f = FreeList::with_pages(10);
+        f.free.extend([5, 6]);
+        assert_eq!(f.alloc_log_run(2, 1), 5);
     }
 
     #[test]

@@ -130,7 +130,14 @@ fn life(seed: u64, tally: &mut Tally, lie: bool) -> Result<(), Error> {
     // A third of the lives give write transactions the smallest budget (16 pages), so
     // that larger ones write leaves and branches before their commit (`commit/spill.rs`).
     let budget = rng.random_bool(0.33).then_some(16 * page_size);
+    // A third of the lives keep the page cache in blocks of 16 pages (a file's are up to
+    // 2 MiB) rather than sectors: a commit's pages beside the log and its slot then go
+    // after its record, and a log that grows to fill a block starts at one.
+    let blocks = rng.random_bool(0.33);
     let (storage, db) = on_faulty_store_with(seed, page_size, log, background, budget)?;
+    if blocks {
+        storage.set_overlap_block(16 * page_size as u64);
+    }
     storage.lie_about_syncs(lie);
     let log_pages = db.stats()?.log_pages;
     let mut w = db.begin_write()?;

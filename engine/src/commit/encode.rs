@@ -15,14 +15,15 @@ use crate::freelist::FreeList;
 /// Leaves take the lower pages, branches the upper, so that the branches, which the next
 /// commit likely rewrites, free a run together. Returns the pages that changed.
 ///
-/// With `log_pages`, a run of that many pages for the commit log is taken first, once the
-/// nodes' pages are free again (the lowest run that holds it); its first page is returned
-/// with the pages.
+/// With `log_pages` (`(pages, align)`), a run of that many pages for the commit log is
+/// taken first, once the nodes' pages are free again: the lowest that holds it, starting
+/// at a multiple of `align` pages where that costs the file little
+/// ([`FreeList::alloc_log_run`]); its first page is returned with the pages.
 pub(super) fn place(
     nodes: &FxHashMap<u64, Node>,
     freelist: &mut FreeList,
     txid: u64,
-    log_pages: Option<u64>,
+    log_pages: Option<(u64, u64)>,
 ) -> (FxHashMap<u64, u64>, Option<(u64, u64)>) {
     let ids = nodes
         .iter()
@@ -36,14 +37,14 @@ pub(super) fn place_ids(
     mut ids: Vec<(bool, u64)>,
     freelist: &mut FreeList,
     txid: u64,
-    log_pages: Option<u64>,
+    log_pages: Option<(u64, u64)>,
 ) -> (FxHashMap<u64, u64>, Option<(u64, u64)>) {
     ids.sort_unstable();
     for &(_, id) in &ids {
         // Pages the transaction allocated: free again at once.
         freelist.free(id, txid);
     }
-    let log = log_pages.map(|n| (freelist.alloc_run(n), n));
+    let log = log_pages.map(|(n, align)| (freelist.alloc_log_run(n, align), n));
     let pages = freelist.alloc_many(ids.len());
     let placed = ids
         .iter()

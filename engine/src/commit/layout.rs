@@ -91,7 +91,12 @@ impl WriteTxn {
             let new_log = new_pages.map(|pages| (self.freelist.alloc_run(pages), pages));
             (FxHashMap::default(), new_log)
         } else {
-            place(&self.dirty.nodes, &mut self.freelist, txid, new_pages)
+            // A log that fills a block of the page cache starts at one, so that the slot
+            // and the commits' pages lie outside the blocks the log touches, and are
+            // written while its records are under way (`page_writes::log_blocks`).
+            let block = (storage.overlap_block() / p).max(1);
+            let log = new_pages.map(|n| (n, if n >= block { block } else { 1 }));
+            place(&self.dirty.nodes, &mut self.freelist, txid, log)
         };
         if new_log.is_some() {
             self.moving_log = !self.compacting;

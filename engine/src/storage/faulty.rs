@@ -37,6 +37,8 @@ struct State {
     fail_sync: bool,
     /// Whether a failed sync also drops the writes it forgot from what the process reads.
     evict: bool,
+    /// What [`Storage::overlap_block`] returns, when not a sector.
+    overlap_block: Option<u64>,
     rng: u64,
 }
 
@@ -179,6 +181,14 @@ impl FaultyStorage {
     /// any time after a write-back error, since it marked them clean).
     pub fn evict_after_failed_syncs(&self, evict: bool) {
         self.state().evict = evict;
+    }
+
+    /// Makes [`Storage::overlap_block`] `bytes` rather than a sector, as a file's page
+    /// cache would: a commit log that fills such a block then starts at one
+    /// (docs/design.md#commit-log), and a commit's writes in the log's blocks go after its
+    /// record rather than during it.
+    pub fn set_overlap_block(&self, bytes: u64) {
+        self.state().overlap_block = Some(bytes);
     }
 
     /// The bytes the file holds for the operating system now (what reopening without a
@@ -331,9 +341,10 @@ impl Storage for FaultyStorage {
         written
     }
 
-    /// A sector: every write but the durable one's own goes during it.
+    /// A sector unless set otherwise: every write but the durable one's own goes during
+    /// it.
     fn overlap_block(&self) -> u64 {
-        SECTOR as u64
+        self.state().overlap_block.unwrap_or(SECTOR as u64)
     }
 
     fn resize(&self, len: u64) -> io::Result<()> {
