@@ -292,13 +292,16 @@ impl FreeList {
     }
 
     /// Makes young pages freed by commits up to `upto` reusable (no reader is older).
+    /// During a transaction, only before it frees a page or takes a savepoint (the pages
+    /// it frees are listed after those released, and a rollback keeps the release).
     pub fn release_young(&mut self, upto: u64) {
-        release(
+        let released = release(
             &mut self.pending_young,
             &mut self.waiting,
             &mut self.free,
             upto,
         );
+        self.start.2 = self.start.2.saturating_sub(released);
     }
 
     /// Whether any freed page waits.
@@ -306,9 +309,11 @@ impl FreeList {
         !self.waiting.is_empty()
     }
 
-    /// Makes pages freed by commits up to `upto` reusable.
+    /// Makes pages freed by commits up to `upto` reusable. During a transaction, as
+    /// [`FreeList::release_young`].
     pub fn release(&mut self, upto: u64) {
-        release(&mut self.pending, &mut self.waiting, &mut self.free, upto);
+        let released = release(&mut self.pending, &mut self.waiting, &mut self.free, upto);
+        self.start.1 = self.start.1.saturating_sub(released);
     }
 
     /// One page to write.
@@ -561,13 +566,13 @@ impl FreeList {
 }
 
 /// Moves the pages of `list` (in the order they were freed) freed by commits up to `upto`
-/// from `waiting` to `free`.
+/// from `waiting` to `free`; returns how many.
 fn release(
     list: &mut Vec<(u64, u64)>,
     waiting: &mut BTreeMap<u64, u64>,
     free: &mut BTreeSet<u64>,
     upto: u64,
-) {
+) -> usize {
     // The prefix freed by commits up to `upto` (a scan, not a binary search: were the order
     // ever broken, a page would be released late, never early).
     let released = list
@@ -578,6 +583,7 @@ fn release(
         waiting.remove(&page);
         free.insert(page);
     }
+    released
 }
 
 /// Takes pages `first..first + n`, which lie in one run reusable now (or past every run),
@@ -735,6 +741,29 @@ mod tests {
         let first = f.alloc_run(2);
         carve(&mut runs, first, 2);
         assert_eq!((first, runs), (22, f.runs()));
+    }
+
+    /// A transaction that releases pages before it frees any (a group's, whose record goes
+    /// first): a rollback keeps the release and forgets only what the transaction freed.
+    #[test]
+    fn a_release_during_a_transaction_survives_its_rollback() {
+        let mut f = FreeList::with_pages(20);
+        for (page, by) in [(3, 1), (4, 2), (5, 3)] {
+            f.wait(page, by);
+        }
+        f.begin();
+        f.release(2);
+        assert!(f.free.contains(&3) && f.free.contains(&4));
+        f.free(9, 6);
+        assert_eq!(f.pending(), [(5, 3), (9, 6)]);
+        f.rollback();
+        assert_eq!(
+            f.pending(),
+            [(5, 3)],
+            "the transaction's freed page forgotten"
+        );
+        assert!(f.free.contains(&3) && f.free.contains(&4) && !f.free.contains(&9));
+        assert_eq!(f.waiting_after(0), 1);
     }
 
     #[test]

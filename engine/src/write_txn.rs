@@ -47,6 +47,9 @@ pub struct WriteTxn {
     pub(crate) damaged: Option<Error>,
     /// The open savepoints, oldest first (`savepoint.rs`).
     pub(crate) savepoints: Vec<crate::savepoint::Saved>,
+    /// While the freed pages that became reusable wait for
+    /// [`WriteTxn::release_deferred`]: the durable commit's id.
+    pub(crate) unreleased: Option<u64>,
 }
 
 impl Inner {
@@ -55,25 +58,61 @@ impl Inner {
     /// another, where a failed look reuses nothing), and N is durable — except pages
     /// written since the last durable commit, which no recovery path needs.
     pub(crate) fn release_freed(&self, ws: &mut WriterState, oldest_reader: u64) {
-        let mut readers = oldest_reader.min(ws.next_txid);
+        self.release_into(
+            &mut ws.freelist,
+            ws.durable_txid,
+            ws.next_txid,
+            oldest_reader,
+        );
+    }
+
+    /// As [`Inner::release_freed`], for `freelist` with the writer state's durable and
+    /// next transaction ids.
+    fn release_into(&self, freelist: &mut FreeList, durable: u64, next: u64, oldest: u64) {
+        let mut readers = oldest.min(next);
         // (One system call; none when no freed page waits.)
         if let Some(file) = self.lock_file.as_ref()
-            && ws.freelist.any_waiting()
+            && freelist.any_waiting()
         {
             readers = match crate::lock::oldest_pinned(file, readers) {
                 Ok(pinned) => pinned.map_or(readers, |p| p.min(readers)),
                 Err(_) => 0,
             };
         }
-        ws.freelist.release(ws.durable_txid.min(readers));
-        ws.freelist.release_young(readers);
+        freelist.release(durable.min(readers));
+        freelist.release_young(readers);
     }
 }
 
 impl WriteTxn {
     pub(crate) fn new(inner: Arc<Inner>) -> Result<WriteTxn> {
         let ws = inner.take_writer()?;
-        Ok(WriteTxn::with_writer(inner, ws))
+        Ok(WriteTxn::with_writer(inner, ws, true))
+    }
+
+    /// As [`WriteTxn::new`], leaving the freed pages that have become reusable to
+    /// [`WriteTxn::release_deferred`]: a group's transaction, whose record can go to the
+    /// disk before its changes are made, releases them while the disk takes it (the look for
+    /// other processes' readers and the release took about 5 µs of a single put's commit
+    /// before its record in the fifty-ninth session's profile; docs/benchmark-history.md).
+    pub(crate) fn deferring_release(inner: Arc<Inner>) -> Result<WriteTxn> {
+        let ws = inner.take_writer()?;
+        Ok(WriteTxn::with_writer(inner, ws, false))
+    }
+
+    /// Makes the freed pages that no one needs any more reusable, if the transaction began
+    /// without doing so ([`WriteTxn::deferring_release`]); called before it allocates a
+    /// page.
+    pub(crate) fn release_deferred(&mut self) {
+        let Some(durable) = self.unreleased.take() else {
+            return;
+        };
+        let oldest = {
+            let state = self.inner.state();
+            self.inner.oldest_reader_txid(&state)
+        };
+        self.inner
+            .release_into(&mut self.freelist, durable, self.txid, oldest);
     }
 
     /// The write transaction once the writer state is free, waiting until `deadline` at
@@ -83,16 +122,21 @@ impl WriteTxn {
         deadline: Option<std::time::Instant>,
     ) -> Result<Option<WriteTxn>> {
         let ws = inner.take_writer_until(deadline)?;
-        Ok(ws.map(|ws| WriteTxn::with_writer(inner, ws)))
+        Ok(ws.map(|ws| WriteTxn::with_writer(inner, ws, true)))
     }
 
-    /// The write transaction on `ws`, the writer state this thread has taken.
-    fn with_writer(inner: Arc<Inner>, mut ws: WriterState) -> WriteTxn {
+    /// The write transaction on `ws`, the writer state this thread has taken; `release`:
+    /// with the freed pages no one needs any more reusable now, else at
+    /// [`WriteTxn::release_deferred`].
+    fn with_writer(inner: Arc<Inner>, mut ws: WriterState, release: bool) -> WriteTxn {
         let (base, oldest_reader) = {
             let state = inner.state();
-            (state.latest.clone(), inner.oldest_reader_txid(&state))
+            let oldest = release.then(|| inner.oldest_reader_txid(&state));
+            (state.latest.clone(), oldest)
         };
-        inner.release_freed(&mut ws, oldest_reader);
+        if let Some(oldest) = oldest_reader {
+            inner.release_freed(&mut ws, oldest);
+        }
         let ops = (ws.log.pages > 0).then(|| OpLog::new(ws.log.capacity(inner.page_size)));
         // The transaction works on the free set in place; a rollback undoes its changes.
         let mut freelist = std::mem::take(&mut ws.freelist);
@@ -100,6 +144,7 @@ impl WriteTxn {
         let catalog = base.slot.catalog;
         let storage = inner.storage.clone();
         let log_bytes = ws.log.pages * inner.page_size as u64;
+        let durable_txid = ws.durable_txid;
         WriteTxn {
             txid: ws.next_txid,
             durability: inner.durability,
@@ -120,6 +165,7 @@ impl WriteTxn {
             moving_log: false,
             damaged: None,
             savepoints: Vec::new(),
+            unreleased: (!release).then_some(durable_txid),
         }
     }
 
@@ -496,6 +542,7 @@ impl WriteTxn {
             _ => None,
         };
         let Some(expected) = expected else {
+            self.release_deferred();
             let applied = apply(&mut self)?;
             self.commit()?;
             return Ok(applied);

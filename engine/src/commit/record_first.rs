@@ -165,6 +165,7 @@ impl WriteTxn {
             None
         };
         let Some(staged) = staged else {
+            self.release_deferred();
             let applied = apply(self)?;
             return Ok((self.write_commit(original)?, applied));
         };
@@ -176,6 +177,9 @@ impl WriteTxn {
             // the log's blocks), and spills nothing (its owned pages may pass its budget
             // by what the group changes).
             let runs_to = txn.dirty.storage.take();
+            // (Pages no one needs any more are made reusable while the disk takes the
+            // record: `WriteTxn::deferring_release`.)
+            txn.release_deferred();
             let made = apply(txn);
             txn.dirty.storage = runs_to;
             applied = Some(made?);
