@@ -404,8 +404,9 @@ impl FreeList {
     /// `n` contiguous pages for the commit log; returns the first. They start at a
     /// multiple of `align` pages where that costs the file little: the lowest free run
     /// that holds them so, else past the file's end when the pages skipped to reach such
-    /// a start are at most a quarter of the file with the log (they are free then, for
-    /// the next commits to fill). Otherwise as [`FreeList::alloc_run`].
+    /// a start are at most a quarter of the file with the log (they are free then, as is
+    /// any unaligned run the log could have taken: the next commits fill them). Otherwise
+    /// as [`FreeList::alloc_run`].
     pub fn alloc_log_run(&mut self, n: u64, align: u64) -> u64 {
         if align <= 1 {
             return self.alloc_run(n);
