@@ -361,20 +361,7 @@ impl FreeList {
 
     /// The first page of the lowest `n` contiguous free pages, if there are such.
     pub fn find_run(&self, n: u64) -> Option<u64> {
-        let (mut run_start, mut run_len, mut prev) = (0, 0, None);
-        for &p in &self.free {
-            if prev.is_some_and(|q: u64| q + 1 == p) {
-                run_len += 1;
-            } else {
-                run_start = p;
-                run_len = 1;
-            }
-            prev = Some(p);
-            if run_len >= n {
-                return Some(run_start);
-            }
-        }
-        None
+        self.find_aligned_run(n, 1)
     }
 
     /// `n` contiguous pages past the end of the file; returns the first.
@@ -414,7 +401,9 @@ impl FreeList {
         let first = match self.find_aligned_run(n, align) {
             Some(first) => first,
             None => {
-                let first = self.page_count.next_multiple_of(align);
+                let Some(first) = self.page_count.checked_next_multiple_of(align) else {
+                    return self.alloc_run(n);
+                };
                 let skipped = first - self.page_count;
                 if skipped.saturating_mul(4) > self.page_count + n {
                     return self.alloc_run(n);
@@ -434,7 +423,8 @@ impl FreeList {
         first
     }
 
-    /// The lowest `n` contiguous free pages that start at a multiple of `align`.
+    /// The first page of the lowest `n` contiguous free pages that start at a multiple of
+    /// `align` (at least 1), if there are such.
     fn find_aligned_run(&self, n: u64, align: u64) -> Option<u64> {
         let (mut start, mut end) = (0, 0);
         for &p in &self.free {
@@ -442,8 +432,9 @@ impl FreeList {
                 start = p;
             }
             end = p + 1;
-            let at = start.next_multiple_of(align);
-            if at.saturating_add(n) <= end {
+            if let Some(at) = start.checked_next_multiple_of(align.max(1))
+                && at.saturating_add(n) <= end
+            {
                 return Some(at);
             }
         }
