@@ -126,6 +126,7 @@ impl TreeWriter<'_> {
                 (i, b.child(i), i + 1 == b.children())
             }
             Node::Leaf(leaf) => {
+                leaf.prefetch_insert_room();
                 let found = leaf.search(key)?;
                 let replaced = match found {
                     Ok(i) => leaf.entry_size(i)?,

@@ -173,7 +173,17 @@ impl LeafNode {
     }
 
     /// Every entry, in key order.
+    ///
+    /// The entry area is asked for first, line by line: entries inserted one by one lie
+    /// in the order they came, not in key order, so reading them in key order jumps
+    /// about the page, and in a leaf not read for a while (a split in a large random
+    /// load) each jump waited for memory in turn. Measured (100,000 random inserts in one
+    /// transaction, 4 KiB pages, docs/benchmark-history.md, sixty-first session): insert
+    /// loops about a tenth faster.
     pub fn entries(&self) -> Result<Vec<(&[u8], ValueRef<'_>)>> {
+        for at in (self.upper..self.page.len()).step_by(64) {
+            super::prefetch::prefetch(&self.page, at);
+        }
         (0..self.count).map(|i| self.entry(i)).collect()
     }
 
@@ -246,6 +256,18 @@ impl LeafNode {
             put_head(&mut self.page, LEAF_HEADER, i, h);
         }
         Ok(())
+    }
+
+    /// Asks for the cache lines an insert of an entry of up to 128 bytes writes into (the
+    /// two below the entry area), so that, called before the search that places the key,
+    /// their wait overlaps the search's. In a leaf not touched for a while (a large
+    /// random load) the new entry's lines were a wait of their own after the search's.
+    /// Measured (100,000 random inserts in one transaction, 4 KiB pages,
+    /// docs/benchmark-history.md, sixty-first session): insert loops 7–13 % faster.
+    pub fn prefetch_insert_room(&self) {
+        let start = self.upper.saturating_sub(128);
+        super::prefetch::prefetch(&self.page, start);
+        super::prefetch::prefetch(&self.page, start + 64);
     }
 
     /// Inserts an entry at position `i`. The caller has checked that the leaf's size with
