@@ -158,6 +158,12 @@ impl TreeWriter<'_> {
         let cid = self.own(child)?;
         let last_leaf = last_leaf.filter(|_| last);
         let (old, split) = self.insert_at(cid, key, value, depth + 1, last_leaf)?;
+        if split.is_none() && child == owned(cid) {
+            // The child was owned already and did not split: this branch points at it as
+            // it is, and is left alone (no second look-up of it, no rewrite of the same
+            // pointer). A load in one transaction goes this way at every level.
+            return Ok((old, None));
+        }
         let Node::Branch(b) = self.node_mut(id)? else {
             return Err(Error::corrupt(id, "internal: branch changed kind"));
         };
