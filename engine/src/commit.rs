@@ -323,8 +323,13 @@ impl WriteTxn {
             }
         }
 
-        // 7. Publish to new readers.
+        // 7. Publish to new readers, with the catalog entries the commit wrote known to
+        //    the snapshot: the next transactions that open those tables (the next write
+        //    transaction's too, before its record) need not read the catalog's page.
         let snapshot = Snapshot::new(slot, page_size, storage.region(), verified.clone());
+        for (name, meta) in &laid.metas {
+            snapshot.tables.remember(name, *meta);
+        }
         inner.publish(snapshot);
         inner
             .commits

@@ -347,9 +347,22 @@ impl WriteTxn {
         if let Some(id) = self.tables.id(name) {
             return Ok(Some(id));
         }
-        let catalog = self.catalog.unwrap_or_default();
-        let Some(meta) = catalog_get(self.pages(), catalog, name)? else {
-            return Ok(None);
+        // While the transaction's catalog is its snapshot's, the snapshot's table cache
+        // serves it (filled by the commit that made the snapshot, or by earlier look-ups).
+        let base_catalog = self.base.slot.catalog;
+        let unchanged = self.catalog == (base_catalog.page != 0).then_some(base_catalog);
+        let meta = match self.base.tables.get(name).filter(|_| unchanged) {
+            Some(meta) => meta,
+            None => {
+                let catalog = self.catalog.unwrap_or_default();
+                let Some(meta) = catalog_get(self.pages(), catalog, name)? else {
+                    return Ok(None);
+                };
+                if unchanged {
+                    self.base.tables.remember(name, meta);
+                }
+                meta
+            }
         };
         let state = TableState {
             loaded: Some(meta),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::btree::{Node, Run};
 use crate::db::{Durability, WriterState};
 use crate::error::{Error, Result};
-use crate::format::{ChildRef, LOG_UNIT, SLOT_OFFSET, Slot, checksum};
+use crate::format::{ChildRef, LOG_UNIT, SLOT_OFFSET, Slot, TableMeta, checksum};
 use crate::pager::VerifiedSet;
 use crate::storage::Storage;
 use crate::txn_tables::TableState;
@@ -40,6 +40,9 @@ pub(super) struct Layout {
     pub durable: bool,
     /// The run the commit log moves to, when it moves.
     pub new_log: Option<(u64, u64)>,
+    /// The catalog entries the commit wrote, by table name, as the commit's snapshot
+    /// holds them: the snapshot starts out knowing them (`table_cache.rs`).
+    pub metas: Vec<(String, TableMeta)>,
 }
 
 impl Layout {
@@ -108,12 +111,14 @@ impl WriteTxn {
         let mut finish = |nodes: &mut FxHashMap<u64, Node>, root| {
             finalize(nodes, &placed, root, txid, page_size, &mut out)
         };
+        let mut metas = Vec::with_capacity(changed.len());
         for (name, state) in changed {
             let mut meta = state.current;
             if let Some(root) = meta.root {
                 meta.root = Some(finish(&mut self.dirty.nodes, root)?);
             }
             self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))?;
+            metas.push((name.clone(), meta));
         }
         let catalog = match self.catalog {
             Some(root) => finish(&mut self.dirty.nodes, root)?,
@@ -252,6 +257,7 @@ impl WriteTxn {
             logged,
             durable,
             new_log,
+            metas,
         })
     }
 
