@@ -253,7 +253,7 @@ impl WriteTxn {
         mut ws: WriterState,
         original: &WriterState,
         staged: Option<&Staged>,
-        laid: Layout,
+        mut laid: Layout,
     ) -> Result<WriterState> {
         let inner = self.inner.clone();
         let storage = inner.storage.as_ref();
@@ -327,8 +327,8 @@ impl WriteTxn {
         //    the snapshot: the next transactions that open those tables (the next write
         //    transaction's too, before its record) need not read the catalog's page.
         let snapshot = Snapshot::new(slot, page_size, storage.region(), verified.clone());
-        for (name, meta) in &laid.metas {
-            snapshot.tables.remember(name, *meta);
+        for (name, meta) in std::mem::take(&mut laid.metas) {
+            snapshot.tables.remember(name, meta);
         }
         inner.publish(snapshot);
         inner

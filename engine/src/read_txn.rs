@@ -78,7 +78,7 @@ impl ReadTxn {
             None => {
                 let meta = catalog_get(self.pages(), self.snapshot.slot.catalog, name)?
                     .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-                cache.remember(name, meta);
+                cache.remember(name.into(), meta);
                 meta
             }
         };

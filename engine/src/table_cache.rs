@@ -33,14 +33,17 @@ impl TableCache {
 
     /// Remembers table `name`'s entry, in the first free slot (two threads remembering
     /// one table at once may take two).
-    pub fn remember(&self, name: &str, meta: TableMeta) {
+    pub fn remember(&self, name: Box<str>, meta: TableMeta) {
+        let mut entry = (name, meta);
         for slot in &self.slots {
             match slot.get() {
-                Some((n, _)) if **n == *name => return,
+                Some((n, _)) if *n == entry.0 => return,
                 Some(_) => {}
                 // (A slot another thread fills meanwhile refuses this one: try the next.)
-                None if slot.set((name.into(), meta)).is_ok() => return,
-                None => {}
+                None => match slot.set(entry) {
+                    Ok(()) => return,
+                    Err(back) => entry = back,
+                },
             }
         }
     }
@@ -64,8 +67,8 @@ mod tests {
         let cache = TableCache::default();
         assert_eq!(cache.get("t0"), None);
         for i in 0..SLOTS as u64 + 2 {
-            cache.remember(&format!("t{i}"), meta(i));
-            cache.remember("t0", meta(99));
+            cache.remember(format!("t{i}").into(), meta(i));
+            cache.remember("t0".into(), meta(99));
         }
         for i in 0..SLOTS as u64 {
             assert_eq!(cache.get(&format!("t{i}")).map(|m| m.len), Some(i));

@@ -359,7 +359,7 @@ impl WriteTxn {
                     return Ok(None);
                 };
                 if unchanged {
-                    self.base.tables.remember(name, meta);
+                    self.base.tables.remember(name.into(), meta);
                 }
                 meta
             }

@@ -42,7 +42,7 @@ pub(super) struct Layout {
     pub new_log: Option<(u64, u64)>,
     /// The catalog entries the commit wrote, by table name, as the commit's snapshot
     /// holds them: the snapshot starts out knowing them (`table_cache.rs`).
-    pub metas: Vec<(String, TableMeta)>,
+    pub metas: Vec<(Box<str>, TableMeta)>,
 }
 
 impl Layout {
@@ -118,7 +118,7 @@ impl WriteTxn {
                 meta.root = Some(finish(&mut self.dirty.nodes, root)?);
             }
             self.with_catalog(|w, root| w.insert(root, name.as_bytes(), &meta.encode()))?;
-            metas.push((name.clone(), meta));
+            metas.push((name.as_str().into(), meta));
         }
         let catalog = match self.catalog {
             Some(root) => finish(&mut self.dirty.nodes, root)?,
